@@ -1,0 +1,59 @@
+# callback-kit: every target bootstraps what it needs on a fresh machine.
+SHELL := /bin/bash
+ENV ?= dev
+# Lambda runs python3.13; use the same interpreter here (pyenv's 3.13 where present).
+PYTHON ?= $(shell p=$$(pyenv prefix 3.13.0 2>/dev/null) && echo $$p/bin/python3 || command -v python3.13)
+VENV := .venv
+SAM_VENV := .venv-sam
+PY := $(VENV)/bin/python
+SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
+export AWS_DEFAULT_REGION ?= us-east-1
+
+.PHONY: install lint test build demo local deploy clean lock
+
+install: $(VENV)/.installed $(SAM_VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml requirements.lock src/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c requirements.lock -e ".[dev]"
+	touch $@
+
+# SAM CLI pins its own cfn-lint; it lives in its own environment.
+$(SAM_VENV)/.installed: requirements-sam.lock
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.lock
+	touch $@
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+	$(SAM) validate --lint --template template.yaml
+	$(PY) -m localcloud.aslcheck statemachines/*.asl.json
+
+test: $(VENV)/.installed
+	$(PY) -m pytest
+
+build: $(SAM_VENV)/.installed
+	$(SAM) build --template template.yaml
+
+demo: $(VENV)/.installed
+	$(PY) -m localcloud demo
+
+local: $(VENV)/.installed
+	$(PY) -m localcloud serve
+
+deploy: build
+	$(SAM) deploy --config-env $(ENV)
+
+# Re-resolve the pinned dependencies (run after changing pyproject.toml).
+lock:
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet -e ".[dev]"
+	.venv-lock/bin/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+	rm -rf .venv-lock
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,218 @@
+"""The offline cloud: template.yaml deployed into moto, with real handlers, real ASL and the event plumbing.
+
+    with LocalCloud(CloudConfig(template=Path("template.yaml"))) as cloud:
+        cloud.stack.outputs            # what `sam deploy` would print
+        cloud.client("stepfunctions")  # boto3 client on the offline cloud (in-process)
+
+Everything runs in this process: moto's backends (also served on `aws_port` for the AWS CLI), the Step Functions
+interpreter (with the fixes in localcloud.sfn), the Lambda handlers (localcloud.lambdas), SQS and TTL pollers,
+EventBridge delivery and schedules (localcloud.events), Logs subscriptions and the HTTP API (localcloud.httpapi).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto import mock_aws
+from moto.server import ThreadedMotoServer
+
+from localcloud import events, logs, pollers, sfn, simulators
+from localcloud.deploy import ACCOUNT_ID, Stack, deploy
+from localcloud.httpapi import Credential, HttpApiServer, Route
+from localcloud.lambdas import AsyncConfig, LambdaRuntime
+
+LOG = logging.getLogger("localcloud")
+
+# The one local identity whose SigV4 signatures the HTTP API accepts (override with LOCALCLOUD_ACCESS_KEY_ID /
+# LOCALCLOUD_SECRET_ACCESS_KEY). moto itself accepts any credentials.
+DEFAULT_CREDENTIAL = Credential(
+    access_key_id="AKIALOCALCLOUD00001",
+    secret_access_key="localcloud-secret-key",
+    user_arn=f"arn:aws:iam::{ACCOUNT_ID}:user/local-developer",
+    user_id="AIDALOCALDEVELOPER01",
+    account_id=ACCOUNT_ID,
+)
+
+
+@dataclass
+class CloudConfig:
+    template: Path = Path("template.yaml")
+    stack_name: str = "callback-kit"
+    region: str = "us-east-1"
+    host: str = "127.0.0.1"
+    aws_port: int = 4566  # 0 picks a free port
+    http_port: int = 3000  # 0 picks a free port
+    speedup: float = 1.0  # how much faster than real time schedules and simulated jobs run
+    parameters: dict[str, str] = field(default_factory=dict)
+    credentials: list[Credential] = field(default_factory=lambda: [DEFAULT_CREDENTIAL])
+    async_retry_delay_seconds: float = 1.0
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> CloudConfig:
+        """Settings from LOCALCLOUD_* environment variables (see README, "Offline cloud")."""
+        env = os.environ
+        values: dict[str, Any] = {
+            "template": Path(env.get("LOCALCLOUD_TEMPLATE", "template.yaml")),
+            "stack_name": env.get("LOCALCLOUD_STACK_NAME", "callback-kit"),
+            "region": env.get("AWS_DEFAULT_REGION", "us-east-1"),
+            "host": env.get("LOCALCLOUD_HOST", "127.0.0.1"),
+            "aws_port": int(env.get("LOCALCLOUD_AWS_PORT", "4566")),
+            "http_port": int(env.get("LOCALCLOUD_HTTP_PORT", "3000")),
+            "speedup": float(env.get("LOCALCLOUD_SPEEDUP", "1")),
+        }
+        if "LOCALCLOUD_ACCESS_KEY_ID" in env:
+            values["credentials"] = [
+                Credential(
+                    env["LOCALCLOUD_ACCESS_KEY_ID"], env["LOCALCLOUD_SECRET_ACCESS_KEY"],
+                    DEFAULT_CREDENTIAL.user_arn, DEFAULT_CREDENTIAL.user_id, ACCOUNT_ID,
+                )
+            ]
+        values.update(overrides)
+        return cls(**values)
+
+
+class LocalCloud:
+    def __init__(self, config: CloudConfig) -> None:
+        self.config = config
+        self.root = config.template.resolve().parent
+        self.runtime = LambdaRuntime(self.root, config.region, config.async_retry_delay_seconds)
+        self.stack: Stack
+        self.http: HttpApiServer | None = None
+        self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+        self._threads: list[Any] = []
+
+    # --- lifecycle ------------------------------------------------------------------------------------------------
+    def start(self) -> LocalCloud:
+        cfg = self.config
+        for name, value in {"AWS_DEFAULT_REGION": cfg.region, "AWS_ACCESS_KEY_ID": "testing",
+                            "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+            os.environ.setdefault(name, value)
+        self._mock.start()
+        sfn.install()
+        self.runtime.install()
+        self.runtime.send_to_destination = self.send_to
+        pollers.take_over_sqs_mappings()
+        events.install(self._deliver, self.send_to)
+        logs.install(self.runtime.invoke_async)
+
+        self.server = ThreadedMotoServer(ip_address=cfg.host, port=cfg.aws_port, verbose=False)
+        self.server.start()
+        self.aws_endpoint = f"http://{cfg.host}:{self.server._server.port}"  # type: ignore[union-attr]
+        os.environ["MOTO_PORT"] = str(self.server._server.port)  # type: ignore[union-attr]
+
+        self.stack = deploy(cfg.template, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
+        self._configure_async_invokes()
+        self._create_subscription_filters()
+        routes = self._http_routes()
+        if routes:
+            self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port,
+                                      cfg.region)
+            self.http.start()
+
+        self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, cfg.speedup)
+        self._threads = [pollers.SqsPoller(self.runtime, cfg.region, ACCOUNT_ID), pollers.TtlSweeper(cfg.region),
+                         self.scheduler]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        simulators.unregister_all()
+        for thread in self._threads:
+            thread.stop()
+        if self.http:
+            self.http.stop()
+        self.server.stop()
+        self.runtime.drain(timeout=5)
+        self._mock.stop()
+
+    def __enter__(self) -> LocalCloud:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- access ---------------------------------------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        """A boto3 client on the offline cloud (in-process, like the handlers' own clients)."""
+        return boto3.client(service, region_name=self.config.region)  # type: ignore[call-overload]
+
+    def add_simulator(self, simulator: simulators.Simulator) -> None:
+        simulators.register(simulator)
+
+    # --- wiring -----------------------------------------------------------------------------------------------------
+    def _deliver(self, arn: str, payload: Any) -> None:
+        """An EventBridge rule target: Lambda is invoked asynchronously, a state machine gets an execution."""
+        service = arn.split(":")[2]
+        if service == "lambda":
+            self.runtime.function(arn)  # a missing function is a delivery failure (-> retries, DLQ)
+            self.runtime.invoke_async(arn, payload)
+        elif service == "states":
+            self.client("stepfunctions").start_execution(stateMachineArn=arn, input=json.dumps(payload))
+        else:
+            raise ValueError(f"unsupported target {arn}")
+
+    def send_to(self, arn: str, message: Any) -> None:
+        """Send a dead-letter or destination record to an SQS queue, SNS topic, Lambda function or event bus."""
+        service, resource = arn.split(":")[2], arn.split(":")[-1]
+        body = json.dumps(message, default=str)
+        if service == "sqs":
+            url = self.client("sqs").get_queue_url(QueueName=resource)["QueueUrl"]
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+        elif service == "sns":
+            self.client("sns").publish(TopicArn=arn, Message=body)
+        elif service == "lambda":
+            self.runtime.invoke_async(arn, message)
+        elif service == "events":
+            self.client("events").put_events(Entries=[{"Source": "lambda", "DetailType": "Lambda Function Invocation "
+                                                       "Result - Failure", "Detail": body, "EventBusName": arn}])
+        else:
+            raise ValueError(f"unsupported destination {arn}")
+
+    def _configure_async_invokes(self) -> None:
+        for resource in self.stack.of_type("AWS::Lambda::EventInvokeConfig"):
+            props = resource.properties
+            self.runtime.async_configs[self.runtime.function(props["FunctionName"]).function_name] = AsyncConfig(
+                maximum_retry_attempts=int(props.get("MaximumRetryAttempts", 2)),
+                on_failure=props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"),
+            )
+
+    def _create_subscription_filters(self) -> None:
+        client = self.client("logs")
+        for resource in self.stack.of_type("AWS::Logs::SubscriptionFilter"):
+            props = resource.properties
+            group = props["LogGroupName"]
+            if not client.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
+                client.create_log_group(logGroupName=group)  # a service-owned group (e.g. Macie's) exists on AWS
+            client.put_subscription_filter(
+                logGroupName=group,
+                filterName=props.get("FilterName", resource.logical_id),
+                filterPattern=props.get("FilterPattern", ""),
+                destinationArn=props["DestinationArn"],
+            )
+
+    def _http_routes(self) -> list[Route]:
+        """Routes of every HttpApi, read from the OpenAPI body SAM generated (as API Gateway imports it)."""
+        routes = []
+        for api in self.stack.of_type("AWS::ApiGatewayV2::Api"):
+            body = api.properties.get("Body", {})
+            schemes = body.get("components", {}).get("securitySchemes", {})
+            iam = {name for name, s in schemes.items() if s.get("x-amazon-apigateway-authtype") == "awsSigv4"}
+            for path, methods in body.get("paths", {}).items():
+                for method, operation in methods.items():
+                    uri = operation.get("x-amazon-apigateway-integration", {}).get("uri", "")
+                    function = re.search(r"functions/(arn:[^/]+)/invocations", json.dumps(uri))
+                    if not function:
+                        continue
+                    secured = any(name in iam or name == "AWS_IAM" for req in operation.get("security", [])
+                                  for name in req)
+                    verb = "ANY" if method == "x-amazon-apigateway-any-method" else method.upper()
+                    routes.append(Route(verb, "$default" if path == "/$default" else path, function.group(1), secured))
+        return routes

@@ -1,0 +1,222 @@
+"""Deploy a SAM template into moto the way `sam package && sam deploy` would.
+
+The template goes through aws-sam-translator (the library SAM CLI uses), then moto's CloudFormation creates
+the resources. What moto's CloudFormation does not build is either emulated by another part of the offline
+cloud (EMULATED, read back from the stack with intrinsics resolved) or deliberately ignored (IGNORED). Any
+other resource type, or a property the offline cloud cannot honour, stops the deploy with a message naming it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import warnings
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from moto.cloudformation import cloudformation_backends
+from moto.cloudformation.parsing import clean_json, get_model_map
+from moto.stepfunctions.models import stepfunctions_backends
+from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+from samtranslator.model.exceptions import InvalidDocumentException
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+
+ACCOUNT_ID = "123456789012"
+
+# Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
+EMULATED = {
+    "AWS::ApiGatewayV2::Api": "served by localcloud.httpapi",
+    "AWS::ApiGatewayV2::Stage": "served by localcloud.httpapi ($default stage only)",
+    "AWS::Lambda::EventInvokeConfig": "async retries and on-failure destination in localcloud.lambdas",
+    "AWS::Logs::SubscriptionFilter": "created through the Logs API after the stack",
+}
+
+# Accepted and not emulated: they change nothing a workflow or a test can observe offline.
+IGNORED = {
+    "AWS::CloudWatch::Alarm": "no metrics offline",
+    "AWS::CloudWatch::Dashboard": "no metrics offline",
+    "AWS::KMS::Key": "moto stores data unencrypted",
+    "AWS::KMS::Alias": "moto stores data unencrypted",
+    "AWS::SQS::QueuePolicy": "IAM is not enforced offline",
+    "AWS::S3::BucketPolicy": "IAM is not enforced offline",
+    "AWS::Lambda::Permission": "IAM is not enforced offline",
+    "AWS::Scheduler::ScheduleGroup": "no scheduler groups offline",
+}
+
+# Properties whose value the offline cloud cannot honour: (type, property) -> predicate on the value.
+UNSUPPORTED_PROPERTIES = {
+    ("AWS::Lambda::Function", "PackageType"): lambda v: v == "Image",
+    ("AWS::Lambda::Function", "Runtime"): lambda v: not str(v).startswith("python"),
+}
+
+
+class UnsupportedResourceError(Exception):
+    """The template uses something the offline cloud cannot emulate."""
+
+
+class TemplateError(Exception):
+    """The template fails to transform, exactly as `sam deploy` would refuse it."""
+
+
+@dataclass
+class Resource:
+    logical_id: str
+    type: str
+    physical_id: str
+    properties: dict[str, Any]  # with every intrinsic resolved
+
+
+@dataclass
+class Stack:
+    name: str
+    outputs: dict[str, str]
+    resources: list[Resource] = field(default_factory=list)
+
+    def of_type(self, resource_type: str) -> list[Resource]:
+        return [r for r in self.resources if r.type == resource_type]
+
+
+class _NoManagedPolicies:
+    """samtranslator asks IAM for managed-policy ARNs only when a template names one; none is needed offline."""
+
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> dict[str, Any]:
+    """Do what `sam package` does: upload each CodeUri as a zip to S3 and inline each DefinitionUri.
+
+    The S3 key is the CodeUri relative to the project root, so the offline Lambda runtime can find the code.
+    """
+    s3 = boto3.client("s3", region_name=region)
+    s3.create_bucket(Bucket=bucket)
+    global_code_uri = template.get("Globals", {}).get("Function", {}).get("CodeUri")
+    for resource in template.get("Resources", {}).values():
+        props = resource.setdefault("Properties", {})
+        if resource["Type"] == "AWS::Serverless::Function":
+            code_uri = props.get("CodeUri", global_code_uri)
+            if isinstance(code_uri, str) and not code_uri.startswith("s3://"):
+                key = Path(code_uri).as_posix().strip("/") or "."
+                s3.put_object(Bucket=bucket, Key=key, Body=_zip_dir(root / code_uri))
+                props["CodeUri"] = f"s3://{bucket}/{key}"
+        elif resource["Type"] == "AWS::Serverless::StateMachine" and isinstance(props.get("DefinitionUri"), str):
+            props["Definition"] = json.loads((root / props.pop("DefinitionUri")).read_text())
+    return template
+
+
+def _zip_dir(path: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for file in sorted(path.rglob("*")):
+            if file.is_file() and "__pycache__" not in file.parts:
+                archive.write(file, file.relative_to(path).as_posix())
+    return buffer.getvalue()
+
+
+def translate(sam_template: dict[str, Any], parameters: dict[str, str]) -> dict[str, Any]:
+    try:
+        cfn: dict[str, Any] = transform(sam_template, parameters, _NoManagedPolicies())  # type: ignore[arg-type]
+    except InvalidDocumentException as exc:
+        raise TemplateError("; ".join(getattr(c, "message", str(c)) for c in exc.causes)) from exc
+    return cfn
+
+
+def check_supported(cfn: dict[str, Any]) -> None:
+    """Stop with a message naming every resource type or property the offline cloud cannot emulate."""
+    supported = set(get_model_map()) | set(EMULATED) | set(IGNORED)
+    problems = []
+    for logical_id, resource in sorted(cfn.get("Resources", {}).items()):
+        rtype = resource["Type"]
+        if rtype not in supported:
+            problems.append(f"{logical_id}: resource type {rtype} is not supported offline")
+            continue
+        for prop, value in resource.get("Properties", {}).items():
+            rejects = UNSUPPORTED_PROPERTIES.get((rtype, prop))
+            if rejects and rejects(value):
+                problems.append(f"{logical_id}: {rtype} property {prop}={value!r} is not supported offline")
+    if problems:
+        raise UnsupportedResourceError("\n".join(problems))
+
+
+def deploy(
+    template_path: Path, stack_name: str, parameters: dict[str, str], region: str, artifact_bucket: str
+) -> Stack:
+    """Package, transform and create the stack in moto; return its outputs and resolved resources."""
+    sam_template = yaml_parse(template_path.read_text())
+    packaged = package(sam_template, template_path.parent, artifact_bucket, region)
+    cfn = translate(packaged, parameters)
+    check_supported(cfn)
+    declared = cfn.get("Parameters", {})
+    cfn_client = boto3.client("cloudformation", region_name=region)
+    with warnings.catch_warnings():  # moto warns about each EMULATED/IGNORED type, already accounted for above
+        warnings.simplefilter("ignore")
+        logging.getLogger("moto").setLevel(logging.ERROR)
+        cfn_client.create_stack(
+        StackName=stack_name,
+        TemplateBody=json.dumps(cfn),
+            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items() if k in declared],
+            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        )
+    described = cfn_client.describe_stacks(StackName=stack_name)["Stacks"][0]
+    if described["StackStatus"] != "CREATE_COMPLETE":
+        raise TemplateError(f"stack {stack_name} ended {described['StackStatus']}")
+    resources = _resources(cfn, described["StackId"], region)
+    _move_state_machines_to_executing_backend(resources, region)
+    _enable_table_ttl(resources, region)
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+    return Stack(name=stack_name, outputs=outputs, resources=resources)
+
+
+def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource]:
+    stack = cloudformation_backends[ACCOUNT_ID][region].stacks[stack_id]
+    resource_map = stack.resource_map
+    resources = []
+    for logical_id, resource in cfn["Resources"].items():
+        parsed = resource_map._parsed_resources.get(logical_id)
+        physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
+        properties = clean_json(resource.get("Properties", {}), resource_map)
+        resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties))
+    return resources
+
+
+def _move_state_machines_to_executing_backend(resources: list[Resource], region: str) -> None:
+    """moto's CloudFormation creates state machines where nothing executes them, drops their type and ignores
+    DefinitionSubstitutions; recreate each in the parser backend, the one `execute_state_machine` uses, under the
+    same ARN, with its definition substituted as CloudFormation does."""
+    source = stepfunctions_backends[ACCOUNT_ID][region]
+    target = stepfunctions_parser_backends[ACCOUNT_ID][region]
+    for resource in resources:
+        if resource.type != "AWS::StepFunctions::StateMachine":
+            continue
+        machine = source.describe_state_machine(resource.physical_id)
+        props = resource.properties
+        definition = props.get("DefinitionString") or json.dumps(props["Definition"])
+        for key, value in props.get("DefinitionSubstitutions", {}).items():
+            definition = definition.replace("${" + key + "}", str(value))
+        target.create_state_machine(
+            name=machine.name,
+            definition=definition,
+            roleArn=machine.roleArn,
+            tags=[{"key": t["Key"], "value": t["Value"]} for t in props.get("Tags", [])],
+            loggingConfiguration=props.get("LoggingConfiguration"),
+            tracingConfiguration=props.get("TracingConfiguration"),
+            sm_type=props.get("StateMachineType", "STANDARD"),
+        )
+
+
+def _enable_table_ttl(resources: list[Resource], region: str) -> None:
+    """moto's CloudFormation ignores a table's TimeToLiveSpecification; enable TTL as CloudFormation does, so the
+    TTL sweeper (localcloud.pollers.TtlSweeper) sees it."""
+    client = boto3.client("dynamodb", region_name=region)
+    for resource in resources:
+        spec = resource.properties.get("TimeToLiveSpecification")
+        if resource.type == "AWS::DynamoDB::Table" and spec and str(spec.get("Enabled")).lower() == "true":
+            client.update_time_to_live(
+                TableName=resource.physical_id,
+                TimeToLiveSpecification={"AttributeName": spec["AttributeName"], "Enabled": True},
+            )

@@ -1,0 +1,180 @@
+"""Lambda's SQS event-source mappings and DynamoDB's TTL deletion, as background threads.
+
+moto runs an SQS mapping synchronously inside SendMessage, never delivers a delayed message and never retries. The
+poller here does what Lambda's poller does: receive up to BatchSize messages (so DelaySeconds and the visibility
+timeout apply), invoke the function synchronously, delete on success, delete all but the reported
+`batchItemFailures` when the mapping has ReportBatchItemFailures, and leave everything for a retry after the
+visibility timeout when the function raises. Redrive to the dead-letter queue after maxReceiveCount is moto's own
+ReceiveMessage behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from typing import Any
+
+import boto3
+from moto.awslambda.models import EventSourceMapping, LambdaBackend
+
+from localcloud.lambdas import FunctionError, LambdaRuntime
+
+LOG = logging.getLogger("localcloud.pollers")
+
+
+def take_over_sqs_mappings() -> None:
+    """Stop moto from running SQS mappings inside SendMessage; SqsPoller runs them instead."""
+    original = LambdaBackend.create_event_source_mapping
+    if getattr(original, "__localcloud__", False):
+        return
+
+    def create_event_source_mapping(self: LambdaBackend, spec: dict[str, Any]) -> EventSourceMapping:
+        esm = original(self, spec)
+        from moto.sqs.models import sqs_backends
+
+        for queue in sqs_backends[self.account_id][self.region_name].queues.values():
+            queue.lambda_event_source_mappings.pop(esm.function_arn, None)
+        return esm
+
+    create_event_source_mapping.__localcloud__ = True  # type: ignore[attr-defined]
+    LambdaBackend.create_event_source_mapping = create_event_source_mapping  # type: ignore[method-assign]
+
+
+def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+    """One record of the event Lambda passes to an SQS-triggered function."""
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": message.get("Attributes", {}),
+        "messageAttributes": {
+            name: {
+                "stringValue": value.get("StringValue"),
+                "binaryValue": value.get("BinaryValue"),
+                "stringListValues": [],
+                "binaryListValues": [],
+                "dataType": value["DataType"],
+            }
+            for name, value in message.get("MessageAttributes", {}).items()
+        },
+        "md5OfBody": hashlib.md5(message["Body"].encode()).hexdigest(),  # noqa: S324 - SQS's own checksum
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": region,
+    }
+
+
+class SqsPoller:
+    """Polls every enabled SQS event-source mapping of the account and invokes its function."""
+
+    def __init__(self, runtime: LambdaRuntime, region: str, account_id: str, wait_seconds: float = 0.05) -> None:
+        self.runtime = runtime
+        self.region = region
+        self.account_id = account_id
+        self.wait_seconds = wait_seconds
+        self._sqs = boto3.client("sqs", region_name=region)
+        self._stop = threading.Event()
+        self._threads: dict[str, threading.Thread] = {}
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._supervise, name="localcloud-sqs", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in [self._thread, *self._threads.values()]:
+            thread.join(timeout=5)
+
+    def _supervise(self) -> None:
+        """Start one polling thread per SQS mapping, including mappings created after start."""
+        from moto.awslambda_simple.models import lambda_simple_backends
+
+        while not self._stop.wait(0.2):
+            backend = lambda_simple_backends[self.account_id][self.region]
+            for esm in list(backend._event_source_mappings.values()):
+                if esm.event_source_arn.split(":")[2] == "sqs" and esm.uuid not in self._threads:
+                    thread = threading.Thread(target=self._poll, args=(esm,), name=f"sqs-{esm.uuid}", daemon=True)
+                    self._threads[esm.uuid] = thread
+                    thread.start()
+
+    def _poll(self, esm: EventSourceMapping) -> None:
+        queue_name = esm.event_source_arn.split(":")[-1]
+        queue_url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        while not self._stop.is_set():
+            if not esm.enabled:
+                self._stop.wait(0.2)
+                continue
+            try:
+                received = self._sqs.receive_message(
+                    QueueUrl=queue_url,
+                    MaxNumberOfMessages=min(int(esm.batch_size), 10),
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
+                if received:
+                    self._process(esm, queue_url, received)
+                else:
+                    self._stop.wait(self.wait_seconds)
+            except Exception:  # noqa: BLE001 - the poller must outlive any failure, as Lambda's does
+                LOG.exception("polling %s failed", queue_name)
+                self._stop.wait(0.5)
+
+    def _process(self, esm: EventSourceMapping, queue_url: str, messages: list[dict[str, Any]]) -> None:
+        event = {"Records": [sqs_record(m, esm.event_source_arn, self.region) for m in messages]}
+        try:
+            result = self.runtime.invoke(esm.function_arn, event)
+        except FunctionError:
+            return  # every message becomes visible again after the visibility timeout
+        failed: set[str] = set()
+        if "ReportBatchItemFailures" in (esm.function_response_types or []) and isinstance(result, dict):
+            failed = {f["itemIdentifier"] for f in result.get("batchItemFailures") or []}
+        done = [m for m in messages if m["MessageId"] not in failed]
+        for start in range(0, len(done), 10):
+            self._sqs.delete_message_batch(
+                QueueUrl=queue_url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start:][:10])],
+            )
+
+
+class TtlSweeper:
+    """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled."""
+
+    def __init__(self, region: str, interval: float = 1.0) -> None:
+        self.interval = interval
+        self._ddb = boto3.client("dynamodb", region_name=region)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="localcloud-ttl", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sweep()
+            except Exception:  # noqa: BLE001
+                LOG.exception("TTL sweep failed")
+
+    def sweep(self) -> int:
+        """Delete every expired item now; return how many were deleted."""
+        deleted = 0
+        now = int(time.time())
+        for table in self._ddb.list_tables()["TableNames"]:
+            ttl = self._ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+            if ttl.get("TimeToLiveStatus") != "ENABLED":
+                continue
+            attribute = ttl["AttributeName"]
+            keys = [k["AttributeName"] for k in self._ddb.describe_table(TableName=table)["Table"]["KeySchema"]]
+            for page in self._ddb.get_paginator("scan").paginate(TableName=table):
+                for item in page["Items"]:
+                    expires = item.get(attribute, {}).get("N")
+                    if expires is not None and int(float(expires)) < now:
+                        self._ddb.delete_item(TableName=table, Key={k: item[k] for k in keys})
+                        deleted += 1
+        return deleted

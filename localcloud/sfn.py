@@ -1,0 +1,118 @@
+"""Fixes for the measured gaps of moto 5.2.5's Step Functions interpreter (../shared/notes/offline-cloud.md).
+
+Each fix is a small patch on the moto internal named in its docstring; tests/localcloud/test_sfn_fixes.py proves
+each one and fails if moto changes underneath (the patched attribute disappears or the gap closes upstream).
+"""
+
+from __future__ import annotations
+
+import uuid
+from functools import cache
+from typing import Any
+
+import botocore.session
+from botocore import xform_name
+from botocore.model import ServiceModel
+from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, HeartbeatEndpoint
+from moto.stepfunctions.parser.asl.eval.environment import Environment
+from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+
+@cache
+def _service_model(service: str) -> ServiceModel:
+    return botocore.session.get_session().get_service_model(service)
+
+
+@cache
+def _operation_name(service: str, snake_action: str) -> str:
+    names = {xform_name(name): name for name in _service_model(service).operation_names}
+    return names[snake_action]
+
+
+def _normalise_parameters(
+    self: StateTaskServiceAwsSdk, parameters: dict[str, Any], boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    """Gap 1 (request): map the ASL's PascalCase names onto the botocore input shape, as AWS does."""
+    service = self._get_boto_service_name(boto_service_name)
+    operation = _operation_name(service, self._get_boto_service_action(service_action_name))
+    shape = _service_model(service).operation_model(operation).input_shape
+    if shape is not None:
+        self._to_boto_request(parameters, shape)
+
+
+def _normalise_response(
+    self: StateTaskServiceAwsSdk, response: Any, boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    """Gap 1 (response): give the result back in the service's PascalCase member names."""
+    service = self._get_boto_service_name(boto_service_name)
+    operation = _operation_name(service, self._get_boto_service_action(service_action_name))
+    shape = _service_model(service).operation_model(operation).output_shape
+    if shape is not None:
+        self._from_boto_response(response, shape)
+
+
+_original_setup_heartbeat_endpoint = CallbackEndpoint.setup_heartbeat_endpoint
+
+
+def _setup_heartbeat_endpoint(self: CallbackEndpoint, heartbeat_seconds: int) -> HeartbeatEndpoint:
+    """Gap 3: an outcome that arrived while the task's own call was still running must wake the waiter."""
+    endpoint = _original_setup_heartbeat_endpoint(self, heartbeat_seconds)
+    if self.get_outcome() is not None:
+        endpoint.notify()
+    return endpoint
+
+
+_original_stop = ExecutionWorker.stop
+
+
+def _stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str | None) -> None:
+    """Gap 4: StopExecution must also wake tasks waiting for a callback, so the execution ends ABORTED now."""
+    _original_stop(self, stop_date, error, cause)
+    for endpoint in list(self.env.callback_pool_manager._pool.values()):
+        endpoint.interrupt_all()
+
+
+_original_evaluate_with_timeout = ExecutionState._evaluate_with_timeout
+
+
+def _evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
+    """Gap 4 (end state): a state cut short by StopExecution ends the execution ABORTED, as AWS does, not FAILED.
+
+    The woken callback waiter finds no outcome and raises a timeout; moto would record it as TaskTimedOut and its
+    `Environment.set_error` would overwrite the stopped program state. Once the execution is stopped, drop the
+    failure: the state then returns early and the program records ExecutionAborted.
+    """
+    try:
+        _original_evaluate_with_timeout(self, env)
+    except Exception:
+        if isinstance(env.program_state(), ProgramStopped):
+            return
+        raise
+
+
+_original_start_execution = StepFunctionsParserBackend.start_execution
+
+
+def _start_execution(
+    self: StepFunctionsParserBackend, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
+) -> Any:
+    """Gap 5: an unnamed execution gets a UUID, as AWS does, instead of the name `None`."""
+    return _original_start_execution(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+
+
+def install() -> None:
+    """Apply every fix once (idempotent)."""
+    StateTaskServiceAwsSdk._normalise_parameters = _normalise_parameters  # type: ignore[method-assign]
+    StateTaskServiceAwsSdk._normalise_response = _normalise_response  # type: ignore[method-assign]
+    CallbackEndpoint.setup_heartbeat_endpoint = _setup_heartbeat_endpoint  # type: ignore[method-assign]
+    ExecutionWorker.stop = _stop  # type: ignore[method-assign]
+    ExecutionState._evaluate_with_timeout = _evaluate_with_timeout  # type: ignore[method-assign]
+    StepFunctionsParserBackend.start_execution = _start_execution  # type: ignore[method-assign]

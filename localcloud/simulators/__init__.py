@@ -1,0 +1,132 @@
+"""Simulated AWS services that moto lacks (Translate, Macie classification jobs, Bedrock Data Automation, HealthLake).
+
+A simulator answers the real API calls of one botocore service in this process: botocore's `before-send` event is
+caught for that service, the request is parsed with the service's own model and the answer is serialised back in
+the service's protocol, so clients see exactly the shapes botocore expects. Simulators finish their jobs after a
+configurable delay (on the offline cloud's clock), write their outputs to moto S3 and emit the service's documented
+completion event on the default bus. They are test and demo infrastructure, never production code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlsplit
+
+import boto3
+import botocore.handlers
+import botocore.session
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.model import OperationModel, ServiceModel
+
+LOG = logging.getLogger("localcloud.simulators")
+
+
+class ServiceError(Exception):
+    """Raised by a simulator operation to answer with an AWS error (e.g. ResourceNotFoundException)."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status
+
+
+class Simulator:
+    """Base class: subclasses set `service` (botocore's name) and define one method per operation name."""
+
+    service: ClassVar[str]
+
+    def __init__(self, region: str, delay_seconds: float = 1.0, speedup: float = 1.0) -> None:
+        self.region = region
+        self.delay_seconds = delay_seconds
+        self.speedup = speedup
+        self._timers: list[threading.Timer] = []
+
+    def later(self, seconds: float, action: Callable[[], None]) -> None:
+        """Run `action` after `seconds` of simulated time."""
+        timer = threading.Timer(seconds / self.speedup, action)
+        timer.daemon = True
+        self._timers.append(timer)
+        timer.start()
+
+    def stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+
+    def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
+        """Put the service's event on the default bus, as the service itself does."""
+        response = boto3.client("events", region_name=self.region).put_events(
+            Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail),
+                      "Resources": resources or []}]
+        )
+        if response["FailedEntryCount"]:
+            raise RuntimeError(f"simulated {self.service} event was refused: {response['Entries']}")
+
+    def handle(self, operation: OperationModel, params: dict[str, Any]) -> dict[str, Any]:
+        method = getattr(self, operation.name, None)
+        if method is None:
+            raise ServiceError("InvalidAction", f"{self.service}.{operation.name} is not simulated offline")
+        return method(params)  # type: ignore[no-any-return]
+
+
+_active: dict[str, tuple[Simulator, ServiceModel]] = {}  # by botocore service id, hyphenized
+
+
+def _params(request: AWSPreparedRequest, operation: OperationModel) -> dict[str, Any]:
+    """The call's parameters: the JSON body, plus URI labels for rest-json services."""
+    params: dict[str, Any] = json.loads(request.body) if request.body else {}
+    template = operation.http.get("requestUri", "/").split("?")[0]
+    pattern = re.sub(r"\\{(\w+)(?:\\\+)?\\}", r"(?P<\1>[^?]+)", re.escape(template))
+    match = re.fullmatch(pattern, urlsplit(request.url).path)
+    if match and operation.input_shape is not None:
+        for member, shape in operation.input_shape.members.items():
+            label = shape.serialization.get("name", member)
+            if shape.serialization.get("location") == "uri" and label in match.groupdict():
+                params[member] = unquote(match.group(label))
+    return params
+
+
+def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:
+    _, service_id, operation_name = (event_name.split(".") + ["", ""])[:3]
+    if service_id not in _active:
+        return None
+    simulator, model = _active[service_id]
+    operation = model.operation_model(operation_name)
+    try:
+        status, payload = 200, simulator.handle(operation, _params(request, operation))
+    except ServiceError as exc:
+        status, payload = exc.status, {"__type": exc.code, "message": exc.message}
+        LOG.info("%s.%s -> %s", simulator.service, operation.name, exc.code)
+    headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
+    if status >= 300:
+        headers["x-amzn-ErrorType"] = str(payload["__type"])
+    return AWSResponse(request.url, status, headers, _Raw(json.dumps(payload, default=str).encode()))
+
+
+class _Raw:
+    """The raw-response object AWSResponse reads its body from."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def register(simulator: Simulator) -> None:
+    """Answer `simulator.service` from now on, for every client created afterwards."""
+    model = botocore.session.get_session().get_service_model(simulator.service)
+    _active[model.service_id.hyphenize()] = (simulator, model)
+    if ("before-send", _before_send) not in botocore.handlers.BUILTIN_HANDLERS:
+        # Ahead of moto's own stubber, which would send services it does not know to the network.
+        botocore.handlers.BUILTIN_HANDLERS.insert(0, ("before-send", _before_send))
+
+
+def unregister_all() -> None:
+    for simulator, _ in _active.values():
+        simulator.stop()
+    _active.clear()

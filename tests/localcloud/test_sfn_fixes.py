@@ -1,0 +1,520 @@
+"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions interpreter (../shared/notes/offline-cloud.md, gaps 1-5).
+
+Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
+behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
+this process after `localcloud.sfn.install()` (the behaviour AWS shows). The unpatched runs are this file executed as
+a script (`python test_sfn_fixes.py <scenario>`), which never imports localcloud; all of them start together, at the
+first test that needs one, so their start-up overlaps the in-process tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import threading
+import time
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from inspect import signature
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+REPO = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+ROLE_ARN = "arn:aws:iam::123456789012:role/sfn-fixes"
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+PROBE_TIMEOUT_S = 60.0
+
+# Gap 3: the callback arrives during the Lambda call; without the fix the task dies at the first missed heartbeat.
+HEARTBEAT_S = 2
+TASK_TIMEOUT_S = 4
+# Gap 4: how long StopExecution may take to end a callback wait (the task itself would wait 30 s).
+STOP_WITHIN_S = 2.0
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Scenarios: plain moto + boto3, run inside mock_aws; each returns JSON-serialisable observations.
+# ----------------------------------------------------------------------------------------------------------------
+def _clients() -> tuple[Any, Any]:
+    return boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+
+
+def _state_machine(sfn: Any, name: str, states: dict[str, Any], start_at: str) -> str:
+    definition = json.dumps({"StartAt": start_at, "States": states})
+    return str(sfn.create_state_machine(name=name, definition=definition, roleArn=ROLE_ARN)["stateMachineArn"])
+
+
+def _wait_until_done(sfn: Any, execution_arn: str, within_s: float) -> dict[str, Any]:
+    """Poll DescribeExecution until the execution leaves RUNNING or `within_s` passes; return what it shows."""
+    deadline = time.monotonic() + within_s
+    while True:
+        described = sfn.describe_execution(executionArn=execution_arn)
+        if described["status"] != "RUNNING" or time.monotonic() >= deadline:
+            return {key: described.get(key) for key in ("status", "output", "error", "cause")}
+        time.sleep(0.02)
+
+
+def _receive_body(sqs: Any, queue_url: str, within_s: float) -> str | None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        messages = sqs.receive_message(QueueUrl=queue_url).get("Messages", [])
+        if messages:
+            return str(messages[0]["Body"])
+        time.sleep(0.02)
+    return None
+
+
+def _wait_for_token_states(queue_url: str, timeout_s: int, heartbeat_s: int | None = None) -> dict[str, Any]:
+    """One Task that sends its task token to `queue_url` and waits for the callback."""
+    task: dict[str, Any] = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+        "Parameters": {"QueueUrl": queue_url, "MessageBody": {"token.$": "$$.Task.Token"}},
+        "TimeoutSeconds": timeout_s,
+        "End": True,
+    }
+    if heartbeat_s is not None:
+        task["HeartbeatSeconds"] = heartbeat_s
+    return {"Wait": task}
+
+
+def scenario_aws_sdk_tasks() -> dict[str, Any]:
+    """Gap 1: `aws-sdk:` tasks with the AWS (PascalCase) parameter spelling, objects given for string members."""
+    sfn, sqs = _clients()
+    outbox = sqs.create_queue(QueueName="outbox")["QueueUrl"]
+    tokens = sqs.create_queue(QueueName="tokens")["QueueUrl"]
+
+    # SQS SendMessage with MessageBody given as an object (AWS sends it as a JSON string).
+    send_states = {
+        "Send": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::aws-sdk:sqs:sendMessage",
+            "Parameters": {"QueueUrl": outbox, "MessageBody": {"order": 7}},
+            "End": True,
+        }
+    }
+    send_arn = sfn.start_execution(stateMachineArn=_state_machine(sfn, "SdkSend", send_states, "Send"))["executionArn"]
+    send = _wait_until_done(sfn, send_arn, within_s=10)
+    # (unpatched, moto's queue holds a dict body that ReceiveMessage cannot serve)
+    body = _receive_body(sqs, outbox, within_s=2) if send["status"] == "SUCCEEDED" else None
+
+    # Step Functions SendTaskSuccess resuming another execution that waits for its task token.
+    waiter_machine = _state_machine(sfn, "Waiter", _wait_for_token_states(tokens, timeout_s=10), "Wait")
+    waiter_arn = sfn.start_execution(stateMachineArn=waiter_machine)["executionArn"]
+    token_message = _receive_body(sqs, tokens, within_s=5)
+    assert token_message is not None, "the waiter never sent its task token"
+    notify_states = {
+        "Resume": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::aws-sdk:sfn:sendTaskSuccess",
+            "Parameters": {"TaskToken.$": "$.token", "Output": {"approved": True}},
+            "End": True,
+        }
+    }
+    notify_arn = sfn.start_execution(
+        stateMachineArn=_state_machine(sfn, "SdkNotify", notify_states, "Resume"), input=token_message
+    )["executionArn"]
+    notify = _wait_until_done(sfn, notify_arn, within_s=10)
+    waiter = _wait_until_done(sfn, waiter_arn, within_s=5 if notify["status"] == "SUCCEEDED" else 0)
+    return {"send": send, "body": body, "notify": notify, "waiter": waiter}
+
+
+@contextlib.contextmanager
+def _lambda_that_calls_back_before_returning() -> Iterator[None]:
+    """moto's Lambda without Docker, replaced by one that calls SendTaskSuccess with the token of its payload and
+    only then returns: the callback deterministically arrives while the task's own service call is running."""
+    original = LambdaSimpleBackend.invoke
+
+    def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+        token = json.loads(body)["token"]
+        errors: list[BaseException] = []
+
+        def call_back() -> None:
+            try:
+                sfn = boto3.client("stepfunctions", region_name=REGION)
+                sfn.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
+            except BaseException as exc:  # reported through the Lambda result below
+                errors.append(exc)
+
+        worker = threading.Thread(target=call_back)
+        worker.start()
+        worker.join()
+        return json.dumps({"callback_error": repr(errors[0]) if errors else None}).encode()
+
+    LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
+
+
+def scenario_early_callback() -> dict[str, Any]:
+    """Gap 3: with HeartbeatSeconds, SendTaskSuccess arrives before lambda:invoke.waitForTaskToken has returned."""
+    sfn, _ = _clients()
+    iam = boto3.client("iam", region_name=REGION)
+    role = iam.create_role(RoleName="sfn-fixes", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
+    boto3.client("lambda", region_name=REGION).create_function(
+        FunctionName="resume-at-once", Runtime="python3.13", Role=role, Handler="index.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    states = {
+        "Invoke": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+            "Parameters": {"FunctionName": "resume-at-once", "Payload": {"token.$": "$$.Task.Token"}},
+            "HeartbeatSeconds": HEARTBEAT_S,
+            "TimeoutSeconds": TASK_TIMEOUT_S,
+            "End": True,
+        }
+    }
+    machine = _state_machine(sfn, "EarlyCallback", states, "Invoke")
+    with _lambda_that_calls_back_before_returning():
+        started = time.monotonic()
+        execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+        result = _wait_until_done(sfn, execution_arn, within_s=TASK_TIMEOUT_S + 6)
+    return {**result, "elapsed_s": time.monotonic() - started}
+
+
+def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any]:
+    """Gap 4: StopExecution while a task waits for a callback that never comes (TimeoutSeconds 30)."""
+    sfn, sqs = _clients()
+    tokens = sqs.create_queue(QueueName="tokens")["QueueUrl"]
+    machine = _state_machine(sfn, "StopMe", _wait_for_token_states(tokens, timeout_s=30, heartbeat_s=heartbeat_s), "Wait")
+    execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    assert _receive_body(sqs, tokens, within_s=5) is not None, "the task never reached its callback wait"
+    sfn.stop_execution(executionArn=execution_arn)
+    stopped = time.monotonic()
+    result = _wait_until_done(sfn, execution_arn, within_s=STOP_WITHIN_S)
+    elapsed = time.monotonic() - stopped
+    events = [event["type"] for event in sfn.get_execution_history(executionArn=execution_arn)["events"]]
+    return {**result, "elapsed_s": elapsed, "events": events}
+
+
+def scenario_unnamed_executions() -> dict[str, Any]:
+    """Gap 5: two StartExecution calls without `name`."""
+    sfn, _ = _clients()
+    machine = _state_machine(sfn, "Unnamed", {"Done": {"Type": "Pass", "End": True}}, "Done")
+    first = sfn.start_execution(stateMachineArn=machine, input='{"n": 1}')["executionArn"]
+    try:
+        second, error = sfn.start_execution(stateMachineArn=machine, input='{"n": 2}')["executionArn"], None
+    except ClientError as exc:
+        second, error = None, exc.response["Error"]["Code"]
+    names = [execution.get("name") for execution in sfn.list_executions(stateMachineArn=machine)["executions"]]
+    return {"first": first, "second": second, "second_error": error, "names": names}
+
+
+def scenario_fix_targets() -> dict[str, Any]:
+    """Where the fixes hook in, as pristine moto defines it: defining function and parameter names per target."""
+    from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+        StateTaskServiceAwsSdk,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import (
+        CallbackEndpoint,
+        CallbackPoolManager,
+        HeartbeatEndpoint,
+    )
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    targets: list[tuple[type, str]] = [
+        (StateTaskServiceAwsSdk, "_normalise_parameters"),
+        (StateTaskServiceAwsSdk, "_normalise_response"),
+        (StateTaskServiceAwsSdk, "_to_boto_request"),
+        (StateTaskServiceAwsSdk, "_from_boto_response"),
+        (StateTaskServiceAwsSdk, "_get_boto_service_name"),
+        (StateTaskServiceAwsSdk, "_get_boto_service_action"),
+        (CallbackEndpoint, "setup_heartbeat_endpoint"),
+        (CallbackEndpoint, "get_outcome"),
+        (CallbackEndpoint, "interrupt_all"),
+        (HeartbeatEndpoint, "notify"),
+        (ExecutionWorker, "stop"),
+        (ExecutionState, "_evaluate_with_timeout"),
+        (StepFunctionsParserBackend, "start_execution"),
+    ]
+    found: dict[str, Any] = {}
+    for owner, attribute in targets:
+        function = getattr(owner, attribute, None)
+        found[f"{owner.__name__}.{attribute}"] = None if function is None else {
+            "defined_by": function.__qualname__,
+            "parameters": list(signature(function).parameters),
+        }
+    found["CallbackPoolManager()._pool"] = type(getattr(CallbackPoolManager(activity_store={}), "_pool", None)).__name__
+    return found
+
+
+SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
+    "aws_sdk_tasks": scenario_aws_sdk_tasks,
+    "early_callback": scenario_early_callback,
+    "stop_while_waiting": scenario_stop_while_waiting,
+    "unnamed_executions": scenario_unnamed_executions,
+    "fix_targets": scenario_fix_targets,
+}
+
+
+def run_scenario(name: str) -> dict[str, Any]:
+    with mock_aws(config=MOTO_CONFIG):
+        return SCENARIOS[name]()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Fixtures
+# ----------------------------------------------------------------------------------------------------------------
+class UnpatchedProbes:
+    """Every scenario, each in its own fresh interpreter without localcloud, all started at once."""
+
+    def __init__(self) -> None:
+        self._processes = {
+            name: subprocess.Popen(
+                [sys.executable, __file__, name], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for name in SCENARIOS
+        }
+
+    def result(self, name: str) -> dict[str, Any]:
+        process = self._processes[name]
+        stdout, stderr = process.communicate(timeout=PROBE_TIMEOUT_S)
+        assert process.returncode == 0, f"unpatched probe {name!r} crashed:\n{stderr[-4000:]}"
+        return dict(json.loads(stdout.strip().splitlines()[-1]))
+
+    def close(self) -> None:
+        for process in self._processes.values():
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+
+@pytest.fixture(scope="module")
+def unpatched() -> Iterator[UnpatchedProbes]:
+    probes = UnpatchedProbes()
+    try:
+        yield probes
+    finally:
+        probes.close()
+
+
+@pytest.fixture
+def patched() -> Iterator[None]:
+    from localcloud import sfn
+
+    sfn.install()
+    with mock_aws(config=MOTO_CONFIG):
+        yield
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gap 1: aws-sdk integrations
+# ----------------------------------------------------------------------------------------------------------------
+def test_gap1_unpatched_moto_passes_aws_sdk_parameters_verbatim(unpatched: UnpatchedProbes) -> None:
+    # Given pristine moto
+    # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
+    result = unpatched.result("aws_sdk_tasks")
+
+    # Then both fail with States.Runtime: the object MessageBody reaches SQS unserialised, TaskToken is unknown
+    assert result["send"]["status"] == "FAILED"
+    assert result["send"]["error"] == "States.Runtime"
+    assert "'dict' object has no attribute 'encode'" in result["send"]["cause"]
+    assert result["notify"]["status"] == "FAILED"
+    assert result["notify"]["error"] == "States.Runtime"
+    assert "'TaskToken'" in result["notify"]["cause"]
+    # And the execution waiting for that callback is never resumed
+    assert result["waiter"]["status"] == "RUNNING"
+
+
+def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
+    # Given moto with localcloud.sfn installed
+    # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
+    result = scenario_aws_sdk_tasks()
+
+    # Then SendMessage succeeds, its object MessageBody sent as a JSON string, its result in PascalCase
+    assert result["send"]["status"] == "SUCCEEDED", result["send"]
+    output = json.loads(result["send"]["output"])
+    assert set(output) == {"MessageId", "Md5OfMessageBody"}
+    assert json.loads(result["body"]) == {"order": 7}
+    assert output["Md5OfMessageBody"] == hashlib.md5(result["body"].encode()).hexdigest()
+    # And SendTaskSuccess resumes the waiting execution with the Output object
+    assert result["notify"]["status"] == "SUCCEEDED", result["notify"]
+    assert result["waiter"]["status"] == "SUCCEEDED", result["waiter"]
+    assert json.loads(result["waiter"]["output"]) == {"approved": True}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gap 3: a callback that arrives while the task's own service call is still running
+# ----------------------------------------------------------------------------------------------------------------
+def test_gap3_unpatched_moto_loses_a_callback_sent_during_the_call(unpatched: UnpatchedProbes) -> None:
+    # Given pristine moto and a Lambda that calls SendTaskSuccess before it returns
+    # When lambda:invoke.waitForTaskToken with HeartbeatSeconds runs it
+    result = unpatched.result("early_callback")
+
+    # Then the callback is lost: the task fails at the first missed heartbeat (reported as States.Timeout, gap 2)
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "States.Timeout"
+    assert result["elapsed_s"] >= HEARTBEAT_S
+
+
+def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: None) -> None:
+    # Given moto with localcloud.sfn installed and a Lambda that calls SendTaskSuccess before it returns
+    # When lambda:invoke.waitForTaskToken with HeartbeatSeconds runs it
+    result = scenario_early_callback()
+
+    # Then the execution succeeds promptly (well before the first heartbeat is due) with the callback's output
+    assert result["status"] == "SUCCEEDED", result
+    assert json.loads(result["output"]) == {"resumed": True}
+    assert result["elapsed_s"] < HEARTBEAT_S
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gap 4: StopExecution during a callback wait
+# ----------------------------------------------------------------------------------------------------------------
+def test_gap4_unpatched_moto_ignores_stop_during_callback_wait(unpatched: UnpatchedProbes) -> None:
+    # Given pristine moto and an execution waiting for a callback that never comes
+    # When StopExecution is called
+    result = unpatched.result("stop_while_waiting")
+
+    # Then the execution is still RUNNING well after the stop
+    assert result["status"] == "RUNNING", result
+    assert result["elapsed_s"] >= STOP_WITHIN_S
+    assert "ExecutionAborted" not in result["events"]
+
+
+@pytest.mark.parametrize("heartbeat_s", [None, 20], ids=["timeout-only", "with-heartbeat"])
+def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, heartbeat_s: int | None) -> None:
+    # Given moto with localcloud.sfn installed and an execution waiting for a callback that never comes
+    # When StopExecution is called
+    result = scenario_stop_while_waiting(heartbeat_s=heartbeat_s)
+
+    # Then the execution ends ABORTED at once, and its history says so without a task failure
+    assert result["status"] == "ABORTED", result
+    assert result["elapsed_s"] < STOP_WITHIN_S
+    assert result["events"][-1] == "ExecutionAborted"
+    assert not {"TaskTimedOut", "TaskFailed", "ExecutionFailed"} & set(result["events"]), result["events"]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Gap 5: StartExecution without a name
+# ----------------------------------------------------------------------------------------------------------------
+def test_gap5_unpatched_moto_names_unnamed_executions_none(unpatched: UnpatchedProbes) -> None:
+    # Given pristine moto
+    # When StartExecution is called twice without a name
+    result = unpatched.result("unnamed_executions")
+
+    # Then the first ARN ends in ":None" and the second start is refused
+    assert result["first"].endswith(":None")
+    assert result["second"] is None
+    assert result["second_error"] == "ExecutionAlreadyExists"
+
+
+def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
+    # Given moto with localcloud.sfn installed
+    # When StartExecution is called twice without a name
+    result = scenario_unnamed_executions()
+
+    # Then both start, each named by its own UUID, which ends its ARN
+    assert result["second_error"] is None
+    names = [arn.rsplit(":", 1)[1] for arn in (result["first"], result["second"])]
+    assert all(_is_uuid(name) for name in names), names
+    assert names[0] != names[1]
+    assert sorted(result["names"]) == sorted(names)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The hooks themselves
+# ----------------------------------------------------------------------------------------------------------------
+def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbes) -> None:
+    # Given pristine moto
+    # When the attributes the fixes patch or call are looked up
+    found = unpatched.result("fix_targets")
+
+    # Then each is where, and has the parameters, localcloud.sfn expects
+    normalise = ["self", "{}", "boto_service_name", "service_action_name"]
+    assert found == {
+        "StateTaskServiceAwsSdk._normalise_parameters": {
+            "defined_by": "StateTaskService._normalise_parameters",
+            "parameters": [p.format("parameters") for p in normalise],
+        },
+        "StateTaskServiceAwsSdk._normalise_response": {
+            "defined_by": "StateTaskService._normalise_response",
+            "parameters": [p.format("response") for p in normalise],
+        },
+        "StateTaskServiceAwsSdk._to_boto_request": {
+            "defined_by": "StateTaskService._to_boto_request",
+            "parameters": ["self", "parameters", "structure_shape"],
+        },
+        "StateTaskServiceAwsSdk._from_boto_response": {
+            "defined_by": "StateTaskService._from_boto_response",
+            "parameters": ["self", "response", "structure_shape"],
+        },
+        "StateTaskServiceAwsSdk._get_boto_service_name": {
+            "defined_by": "StateTaskService._get_boto_service_name",
+            "parameters": ["self", "boto_service_name"],
+        },
+        "StateTaskServiceAwsSdk._get_boto_service_action": {
+            "defined_by": "StateTaskService._get_boto_service_action",
+            "parameters": ["self", "service_action_name"],
+        },
+        "CallbackEndpoint.setup_heartbeat_endpoint": {
+            "defined_by": "CallbackEndpoint.setup_heartbeat_endpoint",
+            "parameters": ["self", "heartbeat_seconds"],
+        },
+        "CallbackEndpoint.get_outcome": {"defined_by": "CallbackEndpoint.get_outcome", "parameters": ["self"]},
+        "CallbackEndpoint.interrupt_all": {"defined_by": "CallbackEndpoint.interrupt_all", "parameters": ["self"]},
+        "HeartbeatEndpoint.notify": {"defined_by": "HeartbeatEndpoint.notify", "parameters": ["self"]},
+        "ExecutionWorker.stop": {
+            "defined_by": "ExecutionWorker.stop",
+            "parameters": ["self", "stop_date", "error", "cause"],
+        },
+        "ExecutionState._evaluate_with_timeout": {
+            "defined_by": "ExecutionState._evaluate_with_timeout",
+            "parameters": ["self", "env"],
+        },
+        "StepFunctionsParserBackend.start_execution": {
+            "defined_by": "StepFunctionsParserBackend.start_execution",
+            "parameters": ["self", "state_machine_arn", "name", "execution_input", "trace_header"],
+        },
+        "CallbackPoolManager()._pool": "OrderedDict",
+    }
+
+    # And install() puts each fix in place
+    from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+        StateTaskServiceAwsSdk,
+    )
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    from localcloud import sfn
+
+    sfn.install()
+    assert StateTaskServiceAwsSdk._normalise_parameters is sfn._normalise_parameters
+    assert StateTaskServiceAwsSdk._normalise_response is sfn._normalise_response
+    assert CallbackEndpoint.setup_heartbeat_endpoint is sfn._setup_heartbeat_endpoint
+    assert ExecutionWorker.stop is sfn._stop
+    assert ExecutionState._evaluate_with_timeout is sfn._evaluate_with_timeout
+    assert StepFunctionsParserBackend.start_execution is sfn._start_execution
+
+
+if __name__ == "__main__":
+    # The unpatched probe: `python test_sfn_fixes.py <scenario>` prints the scenario's observations as JSON.
+    print(json.dumps(run_scenario(sys.argv[1])))
