@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides.setdefault("aws_port", 0)
         overrides.setdefault("http_port", 0)
         overrides.setdefault("speedup", 60.0)
+        overrides["parameters"] = {"LogLevel": "WARNING"}  # keep the handlers' INFO logs out of the walkthrough
     config = CloudConfig.from_env(**overrides)
     return serve(config) if args.command == "serve" else demo(config)
 

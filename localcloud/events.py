@@ -1,8 +1,9 @@
 """EventBridge rule delivery to Lambda and Step Functions targets, and scheduled rules on a clock.
 
 moto matches event patterns and delivers to SQS, Logs, archives and buses, but raises NotImplementedError for
-Lambda and Step Functions targets (`moto.events.models.Rule.send_to_targets`). The patched method delivers those
-itself, after applying the target's Input / InputPath / InputTransformer, and leaves every other target to moto.
+Lambda and Step Functions targets (`moto.events.models.Rule.send_to_targets`), ignores Input and InputPath for SQS
+targets and inserts InputTransformer strings unquoted. The patched method delivers Lambda, Step Functions and SQS
+targets itself, after applying the target's Input / InputPath / InputTransformer, and leaves the rest to moto.
 A target that cannot be delivered to is retried per its RetryPolicy and then sent to its DeadLetterConfig queue,
 as EventBridge does (a Lambda target counts as delivered once the asynchronous invoke is accepted).
 """
@@ -23,67 +24,148 @@ from typing import Any
 from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath
 from moto.events.models import Rule, events_backends
-from moto.events.utils import EventTemplateParser
 
 LOG = logging.getLogger("localcloud.events")
 
 Deliver = Callable[[str, Any], None]  # (target ARN, input) -> None; raises when the target cannot take it
 
 
-def target_input(target: dict[str, Any], event: dict[str, Any]) -> Any:
-    """What EventBridge passes to a target: Input, InputPath, InputTransformer, or the whole event."""
-    event = dict(event)
-    if isinstance(event.get("time"), (int, float)):  # moto keeps epoch seconds; EventBridge sends ISO 8601
-        event["time"] = datetime.fromtimestamp(event["time"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    event.setdefault("ingestion-time", time.time())
-    if "Input" in target:
-        return json.loads(target["Input"])
-    if "InputPath" in target:
-        event.pop("ingestion-time")
-        matches = jsonpath(target["InputPath"]).find(event)
-        return matches[0].value if matches else None
-    transformer = target.get("InputTransformer")
-    if transformer:
-        rendered = EventTemplateParser.parse(
-            input_template=transformer["InputTemplate"],
-            input_paths_map=transformer.get("InputPathsMap", {}),
-            event=event,
-        )
-        return rendered
-    event.pop("ingestion-time")  # moto's bookkeeping, not part of the event
+def _as_delivered(event: dict[str, Any]) -> dict[str, Any]:
+    """The event as EventBridge sends it: moto keeps `time` as epoch seconds and adds its own `ingestion-time`."""
+    event = {k: v for k, v in event.items() if k != "ingestion-time"}
+    if isinstance(event.get("time"), (int, float)):
+        event["time"] = _iso(event["time"])
     return event
 
 
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def target_text(target: dict[str, Any], event: dict[str, Any], rule: Rule | None = None) -> str:
+    """The text EventBridge sends to a target: Input, InputPath, InputTransformer, or the whole event."""
+    delivered = _as_delivered(event)
+    if "Input" in target:
+        return str(target["Input"])
+    if "InputPath" in target:
+        matches = jsonpath(target["InputPath"]).find(delivered)
+        return json.dumps(matches[0].value if matches else None)
+    transformer = target.get("InputTransformer")
+    if transformer:
+        values: dict[str, Any] = {}
+        for name, path in transformer.get("InputPathsMap", {}).items():
+            matches = jsonpath(path).find(delivered)
+            values[name] = matches[0].value if matches else None
+        values["aws.events.event.json"] = delivered
+        values["aws.events.event"] = {k: v for k, v in delivered.items() if k != "detail"}
+        values["aws.events.event.ingestion-time"] = _iso(float(event.get("ingestion-time", time.time())))
+        if rule is not None:
+            values["aws.events.rule-arn"] = rule.arn
+            values["aws.events.rule-name"] = rule.name
+        return render_input_template(transformer["InputTemplate"], values)
+    return json.dumps(delivered)
+
+
+def target_input(target: dict[str, Any], event: dict[str, Any], rule: Rule | None = None) -> Any:
+    """What a Lambda or Step Functions target receives: the target text, parsed when it is JSON."""
+    text = target_text(target, event, rule)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+_PLACEHOLDER = re.compile(r"<([A-Za-z0-9_.\-]+)>")
+
+
+def render_input_template(template: str, values: dict[str, Any]) -> str:
+    """Fill an InputTemplate as EventBridge does: in a JSON template a placeholder outside a string literal becomes
+    the value as JSON (a string gets its quotes); inside a string literal, or in a text template, the bare value."""
+    is_json = template.lstrip().startswith(("{", "["))
+    out: list[str] = []
+    in_string, escaped, position = False, False, 0
+    for match in _PLACEHOLDER.finditer(template):
+        segment = template[position:match.start()]
+        for char in segment:
+            if escaped:
+                escaped = False
+            elif char == "\\" and in_string:
+                escaped = True
+            elif char == '"':
+                in_string = not in_string
+        out.append(segment)
+        position = match.end()
+        name = match.group(1)
+        if name not in values:
+            out.append(match.group(0))
+            continue
+        value = values[name]
+        if is_json and not in_string:
+            out.append(json.dumps(value))
+            continue
+        bare = "" if value is None else value if isinstance(value, str) else json.dumps(value)
+        out.append(json.dumps(bare)[1:-1] if in_string else bare)
+    out.append(template[position:])
+    return "".join(out)
+
+
 def install(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> None:
-    """Route Lambda and Step Functions targets of every rule through `deliver`."""
+    """Route Lambda, Step Functions and SQS targets of every rule through the offline cloud (Lambda and Step
+    Functions through `deliver`); leave the other targets to moto."""
     original = Rule.send_to_targets
     if getattr(original, "__localcloud__", False):
         original = original.__wrapped__  # type: ignore[attr-defined]
 
     def send_to_targets(self: Rule, event: dict[str, Any], transform_input: bool = True) -> None:
-        if not self.event_pattern.matches_event(event):
-            return
+        if self.scheduled_expression and not self.event_pattern.get_pattern():
+            return  # a schedule-only rule matches no put event (moto's empty pattern would match every one)
+        if self.event_pattern.matches_event(event):
+            send_to_all_targets(self, event, transform_input)
+
+    def send_to_all_targets(self: Rule, event: dict[str, Any], transform_input: bool = True) -> None:
         for target in self.targets:
             service = target["Arn"].split(":")[2]
-            if service not in ("lambda", "states"):
+            if service in ("lambda", "states"):
+                _deliver_with_retries(lambda arn, t=target: deliver(arn, target_input(t, event, self)),
+                                      send_to_dlq, target, event)
+            elif service == "sqs":  # moto ignores Input and InputPath, and misquotes InputTransformer values
+                _deliver_with_retries(lambda arn, t=target: _send_to_queue(self, t, target_text(t, event, self)),
+                                      send_to_dlq, target, event)
+            else:
                 only_this = copy.copy(self)
                 only_this.targets = [target]
                 original(only_this, event, transform_input)
-                continue
-            _deliver_with_retries(deliver, send_to_dlq, target, event)
 
     send_to_targets.__localcloud__ = True  # type: ignore[attr-defined]
     send_to_targets.__wrapped__ = original  # type: ignore[attr-defined]
+    send_to_targets.all_targets = send_to_all_targets  # type: ignore[attr-defined]
     Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
 
 
-def _deliver_with_retries(deliver: Deliver, send_to_dlq: Callable[[str, Any], None], target: dict[str, Any],
-                          event: dict[str, Any]) -> None:
+def fire(rule: Rule, event: dict[str, Any]) -> None:
+    """Send a rule's own (scheduled) event to all its targets, without matching it against an event pattern."""
+    send_all = getattr(Rule.send_to_targets, "all_targets", None)
+    if send_all is None:
+        raise RuntimeError("localcloud.events.install() has not run")
+    send_all(rule, event)
+
+
+def _send_to_queue(rule: Rule, target: dict[str, Any], body: str) -> None:
+    from moto.sqs.models import sqs_backends
+
+    arn = target["Arn"].split(":")
+    sqs_backends[arn[4]][arn[3]].send_message(
+        queue_name=arn[5], message_body=body, group_id=target.get("SqsParameters", {}).get("MessageGroupId")
+    )
+
+
+def _deliver_with_retries(send: Callable[[str], None], send_to_dlq: Callable[[str, Any], None],
+                          target: dict[str, Any], event: dict[str, Any]) -> None:
     attempts = 1 + int(target.get("RetryPolicy", {}).get("MaximumRetryAttempts", 185))
     error: Exception | None = None
     for attempt in range(min(attempts, 3)):  # offline, a target that failed 3 times will not recover
         try:
-            deliver(target["Arn"], target_input(target, event))
+            send(target["Arn"])
             return
         except Exception as exc:  # noqa: BLE001 - any delivery failure is retried, then dead-lettered
             error = exc
@@ -91,7 +173,7 @@ def _deliver_with_retries(deliver: Deliver, send_to_dlq: Callable[[str, Any], No
     dlq = target.get("DeadLetterConfig", {}).get("Arn")
     LOG.warning("rule target %s failed (%s); dead-letter queue: %s", target["Arn"], error, dlq)
     if dlq:
-        send_to_dlq(dlq, event)
+        send_to_dlq(dlq, _as_delivered(event))
 
 
 # --- schedules ----------------------------------------------------------------------------------------------------
@@ -142,7 +224,7 @@ class Scheduler:
         while not self._stop.wait(self.tick):
             try:
                 self.fire_due()
-            except Exception:  # noqa: BLE001 - a bad tick must not stop the clock
+            except Exception:  # a bad tick must not stop the clock
                 LOG.exception("scheduler tick failed")
 
     def fire_due(self) -> None:
@@ -155,7 +237,7 @@ class Scheduler:
                 if due <= now:
                     self._next[rule.arn] = next_fire(rule.scheduled_expression, due)
                     LOG.info("schedule %s fired (%s)", rule.name, rule.scheduled_expression)
-                    rule.send_to_targets(scheduled_event(rule, due))
+                    fire(rule, scheduled_event(rule, due))
 
 
 def scheduled_event(rule: Rule, at: datetime) -> dict[str, Any]:

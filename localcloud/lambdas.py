@@ -248,7 +248,7 @@ class LambdaRuntime:
         module_name, _, attribute = (fn.handler or "").rpartition(".")
         if str(code_dir) not in sys.path:
             sys.path.insert(0, str(code_dir))
-        for name in [n for n, m in sys.modules.items() if _defined_under(m, code_dir)]:
+        for name in [n for n, m in list(sys.modules.items()) if _defined_under(m, code_dir)]:
             del sys.modules[name]
         with function_environment(self._variables(fn)):
             module = importlib.import_module(module_name)

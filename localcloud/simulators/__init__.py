@@ -118,9 +118,14 @@ class _Raw:
 
 
 def register(simulator: Simulator) -> None:
-    """Answer `simulator.service` from now on, for every client created afterwards."""
+    """Answer `simulator.service` from now on, for clients of every botocore session created after this module was
+    imported."""
     model = botocore.session.get_session().get_service_model(simulator.service)
     _active[model.service_id.hyphenize()] = (simulator, model)
+    _install()
+
+
+def _install() -> None:
     if ("before-send", _before_send) not in botocore.handlers.BUILTIN_HANDLERS:
         # Ahead of moto's own stubber, which would send services it does not know to the network.
         botocore.handlers.BUILTIN_HANDLERS.insert(0, ("before-send", _before_send))
@@ -130,3 +135,9 @@ def unregister_all() -> None:
     for simulator, _ in _active.values():
         simulator.stop()
     _active.clear()
+
+
+# At import, not at the first register(): a botocore session copies BUILTIN_HANDLERS when it is created, so clients
+# of a session created before the first register() (e.g. boto3's default session) would never be answered. The
+# handler answers nothing while no simulator is active.
+_install()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+
 import pytest
 
 from localcloud.cloud import CloudConfig, LocalCloud

@@ -13,10 +13,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -28,7 +28,7 @@ from botocore.credentials import Credentials
 from localcloud import logs
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
 from localcloud.deploy import TemplateError, UnsupportedResourceError, deploy
-from localcloud.events import next_fire
+from localcloud.events import next_fire, render_input_template
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -36,11 +36,9 @@ PHYSICAL_NAME = r"[A-Z0-9]{12}"  # the random suffix CloudFormation appends: sta
 FIXTURES = Path(__file__).parent / "fixtures"
 STACK_NAME = "fixture"  # as conftest.cloud deploys it
 
-T = TypeVar("T")
-
 
 # --- helpers ----------------------------------------------------------------------------------------------------------
-def wait_for(probe: Callable[[], T | None], timeout: float = 5.0, interval: float = 0.05, what: str = "") -> T:
+def wait_for[T](probe: Callable[[], T | None], timeout: float = 5.0, interval: float = 0.05, what: str = "") -> T:
     """Call `probe` until it returns something truthy and return that; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -73,9 +71,8 @@ def receive_all(cloud: LocalCloud, queue_url: str) -> list[dict[str, Any]]:
         if not batch:
             return messages
         messages.extend(batch)
-        sqs.delete_message_batch(
-            QueueUrl=queue_url, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
-        )
+        entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
+        sqs.delete_message_batch(QueueUrl=queue_url, Entries=entries)
 
 
 def records(cloud: LocalCloud) -> list[dict[str, Any]]:
@@ -189,7 +186,7 @@ def test_template_error_fails_with_sams_message(cloud: LocalCloud) -> None:
     assert str(raised.value) == "Resource with id [ConsumerWork] is invalid. Missing required property 'Queue'."
 
 
-# --- 2. in-process Lambda -----------------------------------------------------------------------------------------------
+# --- 2. in-process Lambda ---------------------------------------------------------------------------------------------
 def test_invoke_applies_each_functions_own_environment_and_context(cloud: LocalCloud) -> None:
     # Given EchoFunction and OtherFunction: the same code, different ONLY_ECHO, GREETING from Globals
     # When each is invoked through the Lambda Invoke API
@@ -237,7 +234,7 @@ def test_asl_catch_matches_the_exception_class_name(cloud: LocalCloud) -> None:
     assert output["error"]["Error"] == "EchoFailed"
 
 
-# --- 3. SQS event-source mapping ------------------------------------------------------------------------------------
+# --- 3. SQS event-source mapping --------------------------------------------------------------------------------------
 def test_sqs_message_is_processed_and_deleted(cloud: LocalCloud) -> None:
     # Given the WorkQueue -> RecorderFunction mapping
     queue = cloud.stack.outputs["WorkQueueUrl"]
@@ -293,7 +290,7 @@ def test_sqs_handler_exception_leaves_the_message_for_retry(cloud: LocalCloud) -
     wait_for(lambda: receive_all(cloud, physical_id(cloud, "WorkDeadLetterQueue")), timeout=6, what="the DLQ")
 
 
-# --- 4. EventBridge -------------------------------------------------------------------------------------------------
+# --- 4. EventBridge ---------------------------------------------------------------------------------------------------
 def test_event_reaches_a_lambda_target(cloud: LocalCloud) -> None:
     # Given RecorderFunction's EventBridgeRule on source fixture.app / detail-type "Record Me"
     marker = str(uuid.uuid4())
@@ -388,6 +385,29 @@ def test_undeliverable_rule_target_goes_to_its_dead_letter_queue(cloud: LocalClo
     dead = wait_for(lambda: receive_all(cloud, dlq), what="the dead-lettered event")
     event = json.loads(dead[0]["Body"])
     assert (event["detail-type"], event["detail"]) == ("Undeliverable", {"marker": marker})
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", event["time"])
+    assert "ingestion-time" not in event
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ('{"instance": <instance>, "state": [9, <state>, true]}',
+         '{"instance": "i-0123", "state": [9, "RUNNING", true]}'),
+        ('{"count": <count>, "missing": <missing>}', '{"count": 3, "missing": null}'),
+        ('{"status": "<instance> is in state \\"<state>\\""}', '{"status": "i-0123 is in state \\"RUNNING\\""}'),
+        ("The EC2 instance <instance> has changed state to <state>.",
+         "The EC2 instance i-0123 has changed state to RUNNING."),
+        ('"<instance> triggered"', '"i-0123 triggered"'),
+        ('{"unknown": "<not-a-variable>"}', '{"unknown": "<not-a-variable>"}'),
+    ],
+)
+def test_input_transformer_template(template: str, expected: str) -> None:
+    # Given InputPathsMap values taken from an event
+    values = {"instance": "i-0123", "state": "RUNNING", "count": 3, "missing": None}
+    # When an InputTemplate is filled
+    # Then JSON templates get JSON values (strings quoted) and strings and text templates get the bare values
+    assert render_input_template(template, values) == expected
 
 
 # --- 5. schedules -----------------------------------------------------------------------------------------------------
@@ -449,7 +469,7 @@ def test_ttl_deletes_expired_items_and_keeps_live_ones(cloud: LocalCloud) -> Non
     assert "Item" in ddb.get_item(TableName=table, Key={"pk": {"S": live}})
 
 
-# --- 7. Logs subscription -----------------------------------------------------------------------------------------------
+# --- 7. Logs subscription ---------------------------------------------------------------------------------------------
 def test_log_subscription_delivers_only_matching_events(cloud: LocalCloud) -> None:
     # Given RecorderFunction subscribed to /fixture/jobs with a JSON filter on eventType
     client = cloud.client("logs")
@@ -509,7 +529,7 @@ def test_log_filter_pattern_the_offline_cloud_cannot_evaluate_is_refused() -> No
         logs.matches('{ ($.a = "1") && $.b = "2" }', '{"a": "1", "b": "2"}')
 
 
-# --- 8. AWS CLI and boto3 over HTTP -------------------------------------------------------------------------------------
+# --- 8. AWS CLI and boto3 over HTTP -----------------------------------------------------------------------------------
 def test_boto3_over_http_sees_the_state_machine_and_its_executions(cloud: LocalCloud) -> None:
     # Given the printed endpoint and an execution of the EchoMachine
     machine = cloud.stack.outputs["EchoMachineArn"]

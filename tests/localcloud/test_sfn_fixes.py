@@ -3,8 +3,8 @@
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
 this process after `localcloud.sfn.install()` (the behaviour AWS shows). The unpatched runs are this file executed as
-a script (`python test_sfn_fixes.py <scenario>`), which never imports localcloud; all of them start together, at the
-first test that needs one, so their start-up overlaps the in-process tests.
+a script (`python test_sfn_fixes.py`): a process that never imports localcloud runs every scenario at once and reports
+what it saw as JSON; it starts before the first test, so it works while the in-process tests run.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from inspect import signature
 from pathlib import Path
 from typing import Any
@@ -46,8 +48,13 @@ STOP_WITHIN_S = 2.0
 # ----------------------------------------------------------------------------------------------------------------
 # Scenarios: plain moto + boto3, run inside mock_aws; each returns JSON-serialisable observations.
 # ----------------------------------------------------------------------------------------------------------------
+def _client(service: str) -> Any:
+    # A session of its own: the unpatched probe runs the scenarios on concurrent threads.
+    return boto3.session.Session(region_name=REGION).client(service)  # type: ignore[call-overload]
+
+
 def _clients() -> tuple[Any, Any]:
-    return boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    return _client("stepfunctions"), _client("sqs")
 
 
 def _state_machine(sfn: Any, name: str, states: dict[str, Any], start_at: str) -> str:
@@ -93,7 +100,7 @@ def scenario_aws_sdk_tasks() -> dict[str, Any]:
     """Gap 1: `aws-sdk:` tasks with the AWS (PascalCase) parameter spelling, objects given for string members."""
     sfn, sqs = _clients()
     outbox = sqs.create_queue(QueueName="outbox")["QueueUrl"]
-    tokens = sqs.create_queue(QueueName="tokens")["QueueUrl"]
+    tokens = sqs.create_queue(QueueName="sdk-tokens")["QueueUrl"]
 
     # SQS SendMessage with MessageBody given as an object (AWS sends it as a JSON string).
     send_states = {
@@ -136,15 +143,17 @@ def _lambda_that_calls_back_before_returning() -> Iterator[None]:
     only then returns: the callback deterministically arrives while the task's own service call is running."""
     original = LambdaSimpleBackend.invoke
 
-    def invoke(backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+    def invoke(
+        backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
+    ) -> bytes:
         token = json.loads(body)["token"]
-        errors: list[BaseException] = []
+        errors: list[ClientError] = []
 
         def call_back() -> None:
             try:
-                sfn = boto3.client("stepfunctions", region_name=REGION)
+                sfn = _client("stepfunctions")
                 sfn.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
-            except BaseException as exc:  # reported through the Lambda result below
+            except ClientError as exc:  # reported through the Lambda result below
                 errors.append(exc)
 
         worker = threading.Thread(target=call_back)
@@ -162,13 +171,16 @@ def _lambda_that_calls_back_before_returning() -> Iterator[None]:
 def scenario_early_callback() -> dict[str, Any]:
     """Gap 3: with HeartbeatSeconds, SendTaskSuccess arrives before lambda:invoke.waitForTaskToken has returned."""
     sfn, _ = _clients()
-    iam = boto3.client("iam", region_name=REGION)
+    iam = _client("iam")
     role = iam.create_role(RoleName="sfn-fixes", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("index.py", "def handler(event, context):\n    return event\n")
-    boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName="resume-at-once", Runtime="python3.13", Role=role, Handler="index.handler",
+    _client("lambda").create_function(
+        FunctionName="resume-at-once",
+        Runtime="python3.13",
+        Role=role,
+        Handler="index.handler",
         Code={"ZipFile": code.getvalue()},
     )
     states = {
@@ -192,8 +204,10 @@ def scenario_early_callback() -> dict[str, Any]:
 def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any]:
     """Gap 4: StopExecution while a task waits for a callback that never comes (TimeoutSeconds 30)."""
     sfn, sqs = _clients()
-    tokens = sqs.create_queue(QueueName="tokens")["QueueUrl"]
-    machine = _state_machine(sfn, "StopMe", _wait_for_token_states(tokens, timeout_s=30, heartbeat_s=heartbeat_s), "Wait")
+    tokens = sqs.create_queue(QueueName="stop-tokens")["QueueUrl"]
+    machine = _state_machine(
+        sfn, "StopMe", _wait_for_token_states(tokens, timeout_s=30, heartbeat_s=heartbeat_s), "Wait"
+    )
     execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
     assert _receive_body(sqs, tokens, within_s=5) is not None, "the task never reached its callback wait"
     sfn.stop_execution(executionArn=execution_arn)
@@ -249,10 +263,14 @@ def scenario_fix_targets() -> dict[str, Any]:
     found: dict[str, Any] = {}
     for owner, attribute in targets:
         function = getattr(owner, attribute, None)
-        found[f"{owner.__name__}.{attribute}"] = None if function is None else {
-            "defined_by": function.__qualname__,
-            "parameters": list(signature(function).parameters),
-        }
+        found[f"{owner.__name__}.{attribute}"] = (
+            None
+            if function is None
+            else {
+                "defined_by": function.__qualname__,
+                "parameters": list(signature(function).parameters),
+            }
+        )
     found["CallbackPoolManager()._pool"] = type(getattr(CallbackPoolManager(activity_store={}), "_pool", None)).__name__
     return found
 
@@ -266,45 +284,69 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-def run_scenario(name: str) -> dict[str, Any]:
-    with mock_aws(config=MOTO_CONFIG):
-        return SCENARIOS[name]()
+def run_scenarios_concurrently() -> dict[str, Any]:
+    """Every scenario at once, in one mock_aws (their resource names differ); a crash is reported, not raised."""
+
+    def run(scenario: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return scenario()
+        except Exception:  # noqa: BLE001 - reported to the test that reads this scenario's result
+            return {"crashed": traceback.format_exc()}
+
+    with mock_aws(config=MOTO_CONFIG), ThreadPoolExecutor(max_workers=len(SCENARIOS)) as pool:
+        futures = {name: pool.submit(run, scenario) for name, scenario in SCENARIOS.items()}
+        return {name: future.result() for name, future in futures.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Fixtures
 # ----------------------------------------------------------------------------------------------------------------
-class UnpatchedProbes:
-    """Every scenario, each in its own fresh interpreter without localcloud, all started at once."""
+class UnpatchedProbe:
+    """This file run as a script: a fresh interpreter without localcloud runs every scenario on unpatched moto.
+
+    One process, not one per scenario: importing moto dominates the cost (there is no bytecode cache here).
+    """
 
     def __init__(self) -> None:
-        self._processes = {
-            name: subprocess.Popen(
-                [sys.executable, __file__, name], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-            for name in SCENARIOS
-        }
+        self._process = subprocess.Popen(
+            [sys.executable, __file__], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self._results: dict[str, Any] | None = None
+        self._failure: str | None = None
 
     def result(self, name: str) -> dict[str, Any]:
-        process = self._processes[name]
-        stdout, stderr = process.communicate(timeout=PROBE_TIMEOUT_S)
-        assert process.returncode == 0, f"unpatched probe {name!r} crashed:\n{stderr[-4000:]}"
-        return dict(json.loads(stdout.strip().splitlines()[-1]))
+        if self._results is None and self._failure is None:
+            stdout, stderr = self._process.communicate(timeout=PROBE_TIMEOUT_S)
+            if self._process.returncode == 0:
+                self._results = json.loads(stdout.strip().splitlines()[-1])
+            else:
+                self._failure = f"the unpatched probe crashed:\n{stderr[-4000:]}"
+        assert self._results is not None, self._failure
+        result = self._results[name]
+        assert "crashed" not in result, f"unpatched scenario {name!r} crashed:\n{result['crashed']}"
+        return dict(result)
 
     def close(self) -> None:
-        for process in self._processes.values():
-            if process.poll() is None:
-                process.kill()
-            process.communicate()
+        if self._process.poll() is None:
+            self._process.kill()
+        self._process.communicate()
 
 
 @pytest.fixture(scope="module")
-def unpatched() -> Iterator[UnpatchedProbes]:
-    probes = UnpatchedProbes()
+def unpatched() -> Iterator[UnpatchedProbe]:
+    probe = UnpatchedProbe()
     try:
-        yield probes
+        yield probe
     finally:
-        probes.close()
+        probe.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _start_the_probe_first(request: pytest.FixtureRequest) -> None:
+    """Start the probe before the first test (if any selected test needs it), so it runs while the in-process
+    tests, which come first in this file, run."""
+    if any("unpatched" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        request.getfixturevalue("unpatched")
 
 
 @pytest.fixture
@@ -324,24 +366,8 @@ def _is_uuid(text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Gap 1: aws-sdk integrations
+# With the fix: this process, after localcloud.sfn.install()
 # ----------------------------------------------------------------------------------------------------------------
-def test_gap1_unpatched_moto_passes_aws_sdk_parameters_verbatim(unpatched: UnpatchedProbes) -> None:
-    # Given pristine moto
-    # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
-    result = unpatched.result("aws_sdk_tasks")
-
-    # Then both fail with States.Runtime: the object MessageBody reaches SQS unserialised, TaskToken is unknown
-    assert result["send"]["status"] == "FAILED"
-    assert result["send"]["error"] == "States.Runtime"
-    assert "'dict' object has no attribute 'encode'" in result["send"]["cause"]
-    assert result["notify"]["status"] == "FAILED"
-    assert result["notify"]["error"] == "States.Runtime"
-    assert "'TaskToken'" in result["notify"]["cause"]
-    # And the execution waiting for that callback is never resumed
-    assert result["waiter"]["status"] == "RUNNING"
-
-
 def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
     # Given moto with localcloud.sfn installed
     # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
@@ -352,25 +378,11 @@ def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
     output = json.loads(result["send"]["output"])
     assert set(output) == {"MessageId", "Md5OfMessageBody"}
     assert json.loads(result["body"]) == {"order": 7}
-    assert output["Md5OfMessageBody"] == hashlib.md5(result["body"].encode()).hexdigest()
+    assert output["Md5OfMessageBody"] == hashlib.md5(result["body"].encode(), usedforsecurity=False).hexdigest()
     # And SendTaskSuccess resumes the waiting execution with the Output object
     assert result["notify"]["status"] == "SUCCEEDED", result["notify"]
     assert result["waiter"]["status"] == "SUCCEEDED", result["waiter"]
     assert json.loads(result["waiter"]["output"]) == {"approved": True}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Gap 3: a callback that arrives while the task's own service call is still running
-# ----------------------------------------------------------------------------------------------------------------
-def test_gap3_unpatched_moto_loses_a_callback_sent_during_the_call(unpatched: UnpatchedProbes) -> None:
-    # Given pristine moto and a Lambda that calls SendTaskSuccess before it returns
-    # When lambda:invoke.waitForTaskToken with HeartbeatSeconds runs it
-    result = unpatched.result("early_callback")
-
-    # Then the callback is lost: the task fails at the first missed heartbeat (reported as States.Timeout, gap 2)
-    assert result["status"] == "FAILED", result
-    assert result["error"] == "States.Timeout"
-    assert result["elapsed_s"] >= HEARTBEAT_S
 
 
 def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: None) -> None:
@@ -384,21 +396,6 @@ def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: 
     assert result["elapsed_s"] < HEARTBEAT_S
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# Gap 4: StopExecution during a callback wait
-# ----------------------------------------------------------------------------------------------------------------
-def test_gap4_unpatched_moto_ignores_stop_during_callback_wait(unpatched: UnpatchedProbes) -> None:
-    # Given pristine moto and an execution waiting for a callback that never comes
-    # When StopExecution is called
-    result = unpatched.result("stop_while_waiting")
-
-    # Then the execution is still RUNNING well after the stop
-    assert result["status"] == "RUNNING", result
-    assert result["elapsed_s"] >= STOP_WITHIN_S
-    assert "ExecutionAborted" not in result["events"]
-
-
-@pytest.mark.parametrize("heartbeat_s", [None, 20], ids=["timeout-only", "with-heartbeat"])
 def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, heartbeat_s: int | None) -> None:
     # Given moto with localcloud.sfn installed and an execution waiting for a callback that never comes
     # When StopExecution is called
@@ -409,20 +406,6 @@ def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, he
     assert result["elapsed_s"] < STOP_WITHIN_S
     assert result["events"][-1] == "ExecutionAborted"
     assert not {"TaskTimedOut", "TaskFailed", "ExecutionFailed"} & set(result["events"]), result["events"]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Gap 5: StartExecution without a name
-# ----------------------------------------------------------------------------------------------------------------
-def test_gap5_unpatched_moto_names_unnamed_executions_none(unpatched: UnpatchedProbes) -> None:
-    # Given pristine moto
-    # When StartExecution is called twice without a name
-    result = unpatched.result("unnamed_executions")
-
-    # Then the first ARN ends in ":None" and the second start is refused
-    assert result["first"].endswith(":None")
-    assert result["second"] is None
-    assert result["second_error"] == "ExecutionAlreadyExists"
 
 
 def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
@@ -439,9 +422,58 @@ def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The hooks themselves
+# Without the fix: what pristine moto does today (the probe); a failure here means moto changed underneath
 # ----------------------------------------------------------------------------------------------------------------
-def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbes) -> None:
+def test_gap1_unpatched_moto_passes_aws_sdk_parameters_verbatim(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto
+    # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
+    result = unpatched.result("aws_sdk_tasks")
+
+    # Then both fail with States.Runtime: the object MessageBody reaches SQS unserialised, TaskToken is unknown
+    assert result["send"]["status"] == "FAILED"
+    assert result["send"]["error"] == "States.Runtime"
+    assert "'dict' object has no attribute 'encode'" in result["send"]["cause"]
+    assert result["notify"]["status"] == "FAILED"
+    assert result["notify"]["error"] == "States.Runtime"
+    assert "'TaskToken'" in result["notify"]["cause"]
+    # And the execution waiting for that callback is never resumed
+    assert result["waiter"]["status"] == "RUNNING"
+
+
+def test_gap3_unpatched_moto_loses_a_callback_sent_during_the_call(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto and a Lambda that calls SendTaskSuccess before it returns
+    # When lambda:invoke.waitForTaskToken with HeartbeatSeconds runs it
+    result = unpatched.result("early_callback")
+
+    # Then the callback is lost: the task fails at the first missed heartbeat (reported as States.Timeout, gap 2)
+    assert result["status"] == "FAILED", result
+    assert result["error"] == "States.Timeout"
+    assert result["elapsed_s"] >= HEARTBEAT_S
+
+
+def test_gap4_unpatched_moto_ignores_stop_during_callback_wait(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto and an execution waiting for a callback that never comes
+    # When StopExecution is called
+    result = unpatched.result("stop_while_waiting")
+
+    # Then the execution is still RUNNING well after the stop
+    assert result["status"] == "RUNNING", result
+    assert result["elapsed_s"] >= STOP_WITHIN_S
+    assert "ExecutionAborted" not in result["events"]
+
+
+def test_gap5_unpatched_moto_names_unnamed_executions_none(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto
+    # When StartExecution is called twice without a name
+    result = unpatched.result("unnamed_executions")
+
+    # Then the first ARN ends in ":None" and the second start is refused
+    assert result["first"].endswith(":None")
+    assert result["second"] is None
+    assert result["second_error"] == "ExecutionAlreadyExists"
+
+
+def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbe) -> None:
     # Given pristine moto
     # When the attributes the fixes patch or call are looked up
     found = unpatched.result("fix_targets")
@@ -516,5 +548,5 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
 
 
 if __name__ == "__main__":
-    # The unpatched probe: `python test_sfn_fixes.py <scenario>` prints the scenario's observations as JSON.
-    print(json.dumps(run_scenario(sys.argv[1])))
+    # The unpatched probe: `python test_sfn_fixes.py` prints every scenario's observations as one JSON line.
+    print(json.dumps(run_scenarios_concurrently()))

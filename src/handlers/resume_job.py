@@ -1,0 +1,19 @@
+"""Resumes the workflow waiting for a job when the job's completion event arrives (EventBridge rule target)."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from shared.adapters import outcome_of
+from shared.callback import callbacks
+from shared.observability import logger, metrics
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
+    outcome = outcome_of(event)
+    if outcome is None:
+        logger.info("non-terminal job status ignored", extra={"detail": event.get("detail")})
+        return {"status": "IGNORED"}
+    return {"status": callbacks().resume(outcome).value}

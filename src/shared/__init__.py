@@ -1,0 +1,1 @@
+"""Domain logic, service adapters, data access and observability shared by the handlers."""

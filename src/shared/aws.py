@@ -1,0 +1,16 @@
+"""boto3 clients and resources, created once per container and only when first used (cold start matters)."""
+
+from functools import cache
+from typing import Any
+
+import boto3
+
+
+@cache
+def client(service: str) -> Any:
+    return boto3.client(service)  # type: ignore[call-overload]
+
+
+@cache
+def table(name: str) -> Any:
+    return boto3.resource("dynamodb").Table(name)

@@ -1,0 +1,104 @@
+"""The generalized callback: pair a waiting task's token with a job, resume it exactly once when the job ends.
+
+Registration and completion may arrive in either order, more than once, or late. Both sides write conditionally
+to the same item, so exactly one of them wins and the loser finishes the job: a late registration finds the
+recorded outcome and resumes at once; a completion finds the token and resumes. Duplicate and late callbacks
+(`TaskTimedOut`, `InvalidToken`, `TaskDoesNotExist`) are acknowledged and counted, never retried.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from functools import cache
+
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import ClientError
+
+from shared.adapters import Outcome
+from shared.aws import client
+from shared.exceptions import TokenConflictError
+from shared.observability import logger, metrics, token_ref
+from shared.settings import callback_settings
+from shared.tokens import TokenStore, job_key
+
+TOLERATED_CALLBACK_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
+
+
+class Result(StrEnum):
+    REGISTERED = "REGISTERED"  # token stored; the job's completion will resume the task
+    DUPLICATE = "DUPLICATE"  # nothing to do: this exact registration or completion was already handled
+    RESUMED = "RESUMED"  # SendTaskSuccess/Failure delivered
+    RECORDED = "RECORDED"  # completion stored; the late registration will resume the task
+    ALREADY_CLOSED = "ALREADY_CLOSED"  # the task had timed out or was already resumed
+
+
+def send_outcome(task_token: str, outcome: Outcome) -> Result:
+    """SendTaskSuccess with the outcome as output, or SendTaskFailure with `<Service>.<Status>`."""
+    sfn = client("stepfunctions")
+    try:
+        if outcome.succeeded:
+            sfn.send_task_success(taskToken=task_token, output=json.dumps(outcome.output(), default=str))
+        else:
+            sfn.send_task_failure(taskToken=task_token, error=outcome.error, cause=outcome.cause[:32768])
+    except ClientError as exc:
+        code = exc.response["Error"]["Code"]
+        if code not in TOLERATED_CALLBACK_ERRORS:
+            raise
+        logger.info("callback not delivered: task already closed", extra={"error": code, "token": token_ref(task_token),
+                                                                           "jobId": outcome.job_id})
+        metrics.add_metric(name="CallbackAlreadyClosed", unit=MetricUnit.Count, value=1)
+        return Result.ALREADY_CLOSED
+    logger.info("task resumed", extra={"token": token_ref(task_token), "jobId": outcome.job_id,
+                                       "status": outcome.status})
+    metrics.add_metric(name="TaskResumed", unit=MetricUnit.Count, value=1)
+    return Result.RESUMED
+
+
+class Callbacks:
+    def __init__(self, store: TokenStore, default_ttl_seconds: int) -> None:
+        self.store = store
+        self.default_ttl_seconds = default_ttl_seconds
+
+    def register(self, service: str, job_id: str, task_token: str, ttl_seconds: int | None = None) -> Result:
+        """Pair `task_token` with the job. A retried registration is a no-op; another token is refused."""
+        key = job_key(service, job_id)
+        for _ in range(2):  # the second pass only runs if the entry expired between the write and the read
+            if self.store.put_token(key, task_token, ttl_seconds or self.default_ttl_seconds):
+                logger.info("token registered", extra={"jobKey": key, "token": token_ref(task_token)})
+                return Result.REGISTERED
+            entry = self.store.get(key)
+            if entry is None:
+                continue
+            if entry.token == task_token:
+                return Result.DUPLICATE
+            if entry.token is not None:
+                raise TokenConflictError(f"job {key} is already paired with task token {token_ref(entry.token)}")
+            if entry.outcome is not None:
+                result = send_outcome(task_token, entry.outcome)
+                self.store.delete_outcome(key)
+                return result
+        raise TokenConflictError(f"job {key}: could not register the task token")
+
+    def resume(self, outcome: Outcome) -> Result:
+        """Resume the task waiting for this job, or record the outcome for a registration still to come."""
+        key = job_key(outcome.service, outcome.job_id)
+        for _ in range(2):  # the second pass only runs if a registration won the race to the item
+            entry = self.store.get(key)
+            if entry is not None and entry.token is not None:
+                result = send_outcome(entry.token, outcome)
+                self.store.delete_token(key, entry.token)
+                return result
+            if entry is not None:
+                return Result.DUPLICATE
+            if self.store.put_outcome(key, outcome, self.default_ttl_seconds):
+                logger.info("completion recorded before registration", extra={"jobKey": key})
+                return Result.RECORDED
+        return Result.DUPLICATE
+
+
+@cache
+def callbacks() -> Callbacks:
+    """The Callbacks of this function, configured from its environment (once per container)."""
+    settings = callback_settings()
+    return Callbacks(TokenStore(settings.token_table), settings.default_token_ttl_seconds)

@@ -1,0 +1,14 @@
+"""Logger, metrics and tracer for every function (Powertools; service name from POWERTOOLS_SERVICE_NAME)."""
+
+import hashlib
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+
+logger = Logger()
+metrics = Metrics()
+tracer = Tracer()
+
+
+def token_ref(task_token: str) -> str:
+    """A short, stable reference to a task token for logs: tokens are secrets and never logged in clear."""
+    return "tok-" + hashlib.sha256(task_token.encode()).hexdigest()[:12]

@@ -1,0 +1,88 @@
+"""Data access for the token table: one item per job, keyed `<service>#<job id>` so ids never collide.
+
+An item holds either the waiting task's token (registered first) or the job's outcome (completion arrived first).
+Every write is conditional; reads are consistent and ignore items whose TTL has passed (DynamoDB deletes them late).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.adapters import Outcome
+from shared.aws import table
+
+
+@dataclass(frozen=True)
+class Entry:
+    token: str | None
+    outcome: Outcome | None
+    expires_at: int
+
+
+def job_key(service: str, job_id: str) -> str:
+    return f"{service}#{job_id}"
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+
+class TokenStore:
+    def __init__(self, table_name: str) -> None:
+        self._table = table(table_name)
+
+    def get(self, key: str) -> Entry | None:
+        item = self._table.get_item(Key={"jobKey": key}, ConsistentRead=True).get("Item")
+        if not item or int(item["expiresAt"]) <= time.time():
+            return None
+        outcome = Outcome.from_item(json.loads(item["outcome"])) if "outcome" in item else None
+        return Entry(item.get("token"), outcome, int(item["expiresAt"]))
+
+    def put_token(self, key: str, token: str, ttl_seconds: int) -> bool:
+        """Store the token unless a live entry exists; return whether it was stored."""
+        now = int(time.time())
+        return self._put({"jobKey": key, "token": token, "registeredAt": now, "expiresAt": now + ttl_seconds}, now)
+
+    def put_outcome(self, key: str, outcome: Outcome, ttl_seconds: int) -> bool:
+        """Record a completion that arrived before its token; return whether it was stored."""
+        now = int(time.time())
+        item = {"jobKey": key, "outcome": json.dumps(outcome.to_item()), "completedAt": now,
+                "expiresAt": now + ttl_seconds}
+        return self._put(item, now)
+
+    def _put(self, item: dict[str, Any], now: int) -> bool:
+        try:
+            self._table.put_item(
+                Item=item,
+                ConditionExpression="attribute_not_exists(jobKey) OR expiresAt <= :now",
+                ExpressionAttributeValues={":now": now},
+            )
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True
+
+    def delete_token(self, key: str, token: str) -> None:
+        """Delete the entry only while it still holds this token."""
+        self._delete(key, "#t = :t", {"#t": "token"}, {":t": token})
+
+    def delete_outcome(self, key: str) -> None:
+        self._delete(key, "attribute_exists(outcome)", None, None)
+
+    def _delete(self, key: str, condition: str, names: dict[str, str] | None, values: dict[str, Any] | None) -> None:
+        kwargs: dict[str, Any] = {"Key": {"jobKey": key}, "ConditionExpression": condition}
+        if names:
+            kwargs["ExpressionAttributeNames"] = names
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        try:
+            self._table.delete_item(**kwargs)
+        except ClientError as exc:
+            if not _conditional_failed(exc):
+                raise
