@@ -32,8 +32,11 @@ lint: install
 	$(SAM) validate --lint --template template.yaml
 	$(PY) -m localcloud.aslcheck statemachines/*.asl.json
 
+# One pytest process per suite: an offline cloud owns process-wide state (moto's backends, patches, os.environ).
 test: $(VENV)/.installed
-	$(PY) -m pytest
+	$(PY) -m pytest tests/unit
+	$(PY) -m pytest tests/localcloud
+	$(PY) -m pytest tests/workflows
 
 build: $(SAM_VENV)/.installed
 	$(SAM) build --template template.yaml

@@ -20,8 +20,10 @@ def _banner(cloud: LocalCloud) -> str:
         "list-state-machines)",
     ]
     if cloud.http:
-        lines.append(f"  HTTP API       {cloud.http.url}   (SigV4: access key {credential.access_key_id}, "
-                     f"secret {credential.secret_access_key}, service execute-api, region {cfg.region})")
+        lines.append(
+            f"  HTTP API       {cloud.http.url}   (SigV4: access key {credential.access_key_id}, "
+            f"secret {credential.secret_access_key}, service execute-api, region {cfg.region})"
+        )
     lines.append(f"  clock speed-up {cfg.speedup:g}x")
     lines.append("  stack outputs:")
     lines += [f"    {key} = {value}" for key, value in sorted(cloud.stack.outputs.items())]

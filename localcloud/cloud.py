@@ -34,7 +34,7 @@ LOG = logging.getLogger("localcloud")
 # LOCALCLOUD_SECRET_ACCESS_KEY). moto itself accepts any credentials.
 DEFAULT_CREDENTIAL = Credential(
     access_key_id="AKIALOCALCLOUD00001",
-    secret_access_key="localcloud-secret-key",
+    secret_access_key="localcloud-secret-key",  # noqa: S106 - a local, documented credential
     user_arn=f"arn:aws:iam::{ACCOUNT_ID}:user/local-developer",
     user_id="AIDALOCALDEVELOPER01",
     account_id=ACCOUNT_ID,
@@ -70,8 +70,11 @@ class CloudConfig:
         if "LOCALCLOUD_ACCESS_KEY_ID" in env:
             values["credentials"] = [
                 Credential(
-                    env["LOCALCLOUD_ACCESS_KEY_ID"], env["LOCALCLOUD_SECRET_ACCESS_KEY"],
-                    DEFAULT_CREDENTIAL.user_arn, DEFAULT_CREDENTIAL.user_id, ACCOUNT_ID,
+                    env["LOCALCLOUD_ACCESS_KEY_ID"],
+                    env["LOCALCLOUD_SECRET_ACCESS_KEY"],
+                    DEFAULT_CREDENTIAL.user_arn,
+                    DEFAULT_CREDENTIAL.user_id,
+                    ACCOUNT_ID,
                 )
             ]
         values.update(overrides)
@@ -85,14 +88,19 @@ class LocalCloud:
         self.runtime = LambdaRuntime(self.root, config.region, config.async_retry_delay_seconds)
         self.stack: Stack
         self.http: HttpApiServer | None = None
-        self._mock = mock_aws(config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}})
+        self._mock = mock_aws(
+            config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+        )
         self._threads: list[Any] = []
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> LocalCloud:
         cfg = self.config
-        for name, value in {"AWS_DEFAULT_REGION": cfg.region, "AWS_ACCESS_KEY_ID": "testing",
-                            "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        for name, value in {
+            "AWS_DEFAULT_REGION": cfg.region,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }.items():
             os.environ.setdefault(name, value)
         self._mock.start()
         sfn.install()
@@ -112,13 +120,15 @@ class LocalCloud:
         self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
-            self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port,
-                                      cfg.region)
+            self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port, cfg.region)
             self.http.start()
 
         self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, cfg.speedup)
-        self._threads = [pollers.SqsPoller(self.runtime, cfg.region, ACCOUNT_ID), pollers.TtlSweeper(cfg.region),
-                         self.scheduler]
+        self._threads = [
+            pollers.SqsPoller(self.runtime, cfg.region, ACCOUNT_ID),
+            pollers.TtlSweeper(cfg.region),
+            self.scheduler,
+        ]
         for thread in self._threads:
             thread.start()
         return self
@@ -171,8 +181,16 @@ class LocalCloud:
         elif service == "lambda":
             self.runtime.invoke_async(arn, message)
         elif service == "events":
-            self.client("events").put_events(Entries=[{"Source": "lambda", "DetailType": "Lambda Function Invocation "
-                                                       "Result - Failure", "Detail": body, "EventBusName": arn}])
+            self.client("events").put_events(
+                Entries=[
+                    {
+                        "Source": "lambda",
+                        "DetailType": "Lambda Function Invocation Result - Failure",
+                        "Detail": body,
+                        "EventBusName": arn,
+                    }
+                ]
+            )
         else:
             raise ValueError(f"unsupported destination {arn}")
 
@@ -211,8 +229,9 @@ class LocalCloud:
                     function = re.search(r"functions/(arn:[^/]+)/invocations", json.dumps(uri))
                     if not function:
                         continue
-                    secured = any(name in iam or name == "AWS_IAM" for req in operation.get("security", [])
-                                  for name in req)
+                    secured = any(
+                        name in iam or name == "AWS_IAM" for req in operation.get("security", []) for name in req
+                    )
                     verb = "ANY" if method == "x-amazon-apigateway-any-method" else method.upper()
                     routes.append(Route(verb, "$default" if path == "/$default" else path, function.group(1), secured))
         return routes

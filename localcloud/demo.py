@@ -16,7 +16,9 @@ from localcloud.cloud import LocalCloud
 from localcloud.simulators.translate import TranslateSimulator
 
 
-def wait_for_execution(cloud: LocalCloud, execution_arn: str, timeout: float = 60.0, show: bool = True) -> dict[str, Any]:
+def wait_for_execution(
+    cloud: LocalCloud, execution_arn: str, timeout: float = 60.0, show: bool = True
+) -> dict[str, Any]:
     """Poll an execution until it ends, printing each state it enters; return DescribeExecution."""
     sfn = cloud.client("stepfunctions")
     seen = 0
@@ -42,8 +44,12 @@ def translate_flow(cloud: LocalCloud) -> str:
     s3 = cloud.client("s3")
     for name, text in {"welcome.txt": "Welcome to callback-kit.", "notes.txt": "No polling was harmed."}.items():
         s3.put_object(Bucket=bucket, Key=f"demo/input/{name}", Body=text.encode())
-    request = {"inputPrefix": "demo/input/", "outputPrefix": "demo/output/", "sourceLanguage": "en",
-               "targetLanguages": ["es", "fr"]}
+    request = {
+        "inputPrefix": "demo/input/",
+        "outputPrefix": "demo/output/",
+        "sourceLanguage": "en",
+        "targetLanguages": ["es", "fr"],
+    }
     print(f"    start TranslateWorkflow {json.dumps(request)}  (simulated job: 2 minutes at the demo's speed-up)")
     execution = cloud.client("stepfunctions").start_execution(
         stateMachineArn=cloud.stack.outputs["TranslateWorkflowArn"], input=json.dumps(request)

@@ -157,8 +157,8 @@ def deploy(
         warnings.simplefilter("ignore")
         logging.getLogger("moto").setLevel(logging.ERROR)
         cfn_client.create_stack(
-        StackName=stack_name,
-        TemplateBody=json.dumps(cfn),
+            StackName=stack_name,
+            TemplateBody=json.dumps(cfn),
             Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items() if k in declared],
             Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
         )

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
-from jsonpath_ng.ext import parse as jsonpath
+from jsonpath_ng.ext import parse as jsonpath  # type: ignore[attr-defined]
 from moto.events.models import Rule, events_backends
 
 LOG = logging.getLogger("localcloud.events")
@@ -85,7 +85,7 @@ def render_input_template(template: str, values: dict[str, Any]) -> str:
     out: list[str] = []
     in_string, escaped, position = False, False, 0
     for match in _PLACEHOLDER.finditer(template):
-        segment = template[position:match.start()]
+        segment = template[position : match.start()]
         for char in segment:
             if escaped:
                 escaped = False
@@ -126,11 +126,16 @@ def install(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> None:
         for target in self.targets:
             service = target["Arn"].split(":")[2]
             if service in ("lambda", "states"):
-                _deliver_with_retries(lambda arn, t=target: deliver(arn, target_input(t, event, self)),
-                                      send_to_dlq, target, event)
+                _deliver_with_retries(
+                    lambda arn, t=target: deliver(arn, target_input(t, event, self)), send_to_dlq, target, event
+                )
             elif service == "sqs":  # moto ignores Input and InputPath, and misquotes InputTransformer values
-                _deliver_with_retries(lambda arn, t=target: _send_to_queue(self, t, target_text(t, event, self)),
-                                      send_to_dlq, target, event)
+                _deliver_with_retries(
+                    lambda arn, t=target: _send_to_queue(t, target_text(t, event, self)),
+                    send_to_dlq,
+                    target,
+                    event,
+                )
             else:
                 only_this = copy.copy(self)
                 only_this.targets = [target]
@@ -150,7 +155,7 @@ def fire(rule: Rule, event: dict[str, Any]) -> None:
     send_all(rule, event)
 
 
-def _send_to_queue(rule: Rule, target: dict[str, Any], body: str) -> None:
+def _send_to_queue(target: dict[str, Any], body: str) -> None:
     from moto.sqs.models import sqs_backends
 
     arn = target["Arn"].split(":")
@@ -159,8 +164,9 @@ def _send_to_queue(rule: Rule, target: dict[str, Any], body: str) -> None:
     )
 
 
-def _deliver_with_retries(send: Callable[[str], None], send_to_dlq: Callable[[str, Any], None],
-                          target: dict[str, Any], event: dict[str, Any]) -> None:
+def _deliver_with_retries(
+    send: Callable[[str], None], send_to_dlq: Callable[[str, Any], None], target: dict[str, Any], event: dict[str, Any]
+) -> None:
     attempts = 1 + int(target.get("RetryPolicy", {}).get("MaximumRetryAttempts", 185))
     error: Exception | None = None
     for attempt in range(min(attempts, 3)):  # offline, a target that failed 3 times will not recover
@@ -190,10 +196,22 @@ def next_fire(expression: str, after: datetime) -> datetime:
     if not cron:
         raise ValueError(f"unsupported schedule expression {expression!r}")
     minute, hour, dom, month, dow, _year = cron.group(1).split()
-    # EventBridge numbers weekdays 1-7 from Sunday and uses `?` for "any"; croniter numbers them 0-6.
-    dow = re.sub(r"\d", lambda m: str(int(m.group()) - 1), dow)
-    fields = " ".join(f.replace("?", "*") for f in (minute, hour, dom, month, dow))
+    fields = " ".join(f.replace("?", "*") for f in (minute, hour, dom, month, _croniter_weekdays(dow)))
     return croniter(fields, after).get_next(datetime)  # type: ignore[no-any-return]
+
+
+def _croniter_weekdays(field: str) -> str:
+    """EventBridge numbers weekdays 1-7 from Sunday (`2#1`: the first Monday, `6L`: the last Friday); croniter
+    numbers them 0-6 and writes the last Friday `L5`. The `#` ordinal is not a weekday and stays as it is."""
+
+    def convert(part: str) -> str:
+        last = re.fullmatch(r"(\d)L", part)
+        if last:
+            return f"L{int(last.group(1)) - 1}"
+        days, hash_, nth = part.partition("#")
+        return re.sub(r"\d", lambda m: str(int(m.group()) - 1), days) + hash_ + nth
+
+    return ",".join(convert(part) for part in field.split(","))
 
 
 class Scheduler:

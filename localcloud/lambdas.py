@@ -70,7 +70,7 @@ class _ScopedEnviron(MutableMapping[str, str]):
 
 def _install_scoped_environ() -> None:
     if not isinstance(os.environ, _ScopedEnviron):
-        os.environ = _ScopedEnviron(os.environ)  # type: ignore[assignment]
+        os.environ = _ScopedEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003 - a view, not a clear
 
 
 @contextmanager
@@ -141,7 +141,11 @@ class LambdaRuntime:
         runtime = self
 
         def invoke(
-            backend: LambdaSimpleBackend, function_name: str, qualifier: str | None, body: Any, headers: Any,
+            backend: LambdaSimpleBackend,
+            function_name: str,
+            qualifier: str | None,
+            body: Any,
+            headers: Any,
             response_headers: Any,
         ) -> bytes:
             payload = json.loads(body) if body else {}
@@ -170,7 +174,7 @@ class LambdaRuntime:
         with function_environment(self._variables(fn)):
             try:
                 return handler(event, context)
-            except Exception as exc:  # noqa: BLE001 - every exception is reported, as Lambda does
+            except Exception as exc:
                 LOG.info("%s raised %s: %s", fn.function_name, type(exc).__name__, exc)
                 raise FunctionError(
                     {
@@ -259,8 +263,8 @@ class LambdaRuntime:
 
 
 def _defined_under(module: Any, directory: Path) -> bool:
-    file = getattr(module, "__file__", None)
-    return bool(file) and Path(file).resolve().is_relative_to(directory)
+    file: str | None = getattr(module, "__file__", None)
+    return file is not None and Path(file).resolve().is_relative_to(directory)
 
 
 def _header(headers: Any, name: str) -> str | None:

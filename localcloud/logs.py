@@ -37,9 +37,7 @@ def matches(pattern: str, message: str) -> bool:
     body = pattern[1:-1]
     if "(" in body:
         raise ValueError(f"parenthesised JSON filter patterns are not supported offline: {pattern}")
-    return any(
-        all(_condition(term, document) for term in alternative.split("&&")) for alternative in body.split("||")
-    )
+    return any(all(_condition(term, document) for term in alternative.split("&&")) for alternative in body.split("||"))
 
 
 def _condition(term: str, document: Any) -> bool:
@@ -55,7 +53,9 @@ def _condition(term: str, document: Any) -> bool:
     return equal if operator == "=" else not equal
 
 
-def subscription_payload(owner: str, group: str, stream: str, filter_name: str, events: list[dict[str, Any]]) -> dict:
+def subscription_payload(
+    owner: str, group: str, stream: str, filter_name: str, events: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The event a subscribed Lambda receives: `{"awslogs": {"data": base64(gzip(json))}}`."""
     data = {
         "messageType": "DATA_MESSAGE",
@@ -73,7 +73,11 @@ def install(invoke_async: Callable[[str, Any], None]) -> None:
     """Deliver filtered subscription batches to Lambda destinations through `invoke_async`."""
 
     def send_log_event(
-        self: LambdaBackend, function_arn: str, filter_name: str, log_group_name: str, log_stream_name: str,
+        self: LambdaBackend,
+        function_arn: str,
+        filter_name: str,
+        log_group_name: str,
+        log_stream_name: str,
         log_events: list[dict[str, Any]],
     ) -> None:
         group = logs_backends[self.account_id][self.region_name].groups[log_group_name]

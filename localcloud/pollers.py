@@ -14,6 +14,7 @@ import hashlib
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -42,7 +43,7 @@ def take_over_sqs_mappings() -> None:
     LambdaBackend.create_event_source_mapping = create_event_source_mapping  # type: ignore[method-assign]
 
 
-def sqs_record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
+def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:
     """One record of the event Lambda passes to an SQS-triggered function."""
     return {
         "messageId": message["MessageId"],
@@ -117,11 +118,11 @@ class SqsPoller:
                     self._process(esm, queue_url, received)
                 else:
                     self._stop.wait(self.wait_seconds)
-            except Exception:  # noqa: BLE001 - the poller must outlive any failure, as Lambda's does
+            except Exception:
                 LOG.exception("polling %s failed", queue_name)
                 self._stop.wait(0.5)
 
-    def _process(self, esm: EventSourceMapping, queue_url: str, messages: list[dict[str, Any]]) -> None:
+    def _process(self, esm: EventSourceMapping, queue_url: str, messages: Sequence[Mapping[str, Any]]) -> None:
         event = {"Records": [sqs_record(m, esm.event_source_arn, self.region) for m in messages]}
         try:
             result = self.runtime.invoke(esm.function_arn, event)
@@ -158,7 +159,7 @@ class TtlSweeper:
         while not self._stop.wait(self.interval):
             try:
                 self.sweep()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 LOG.exception("TTL sweep failed")
 
     def sweep(self) -> int:

@@ -36,7 +36,9 @@ def _operation_name(service: str, snake_action: str) -> str:
 
 
 def _normalise_parameters(
-    self: StateTaskServiceAwsSdk, parameters: dict[str, Any], boto_service_name: str | None = None,
+    self: StateTaskServiceAwsSdk,
+    parameters: dict[str, Any],
+    boto_service_name: str | None = None,
     service_action_name: str | None = None,
 ) -> None:
     """Gap 1 (request): map the ASL's PascalCase names onto the botocore input shape, as AWS does."""
@@ -48,7 +50,9 @@ def _normalise_parameters(
 
 
 def _normalise_response(
-    self: StateTaskServiceAwsSdk, response: Any, boto_service_name: str | None = None,
+    self: StateTaskServiceAwsSdk,
+    response: Any,
+    boto_service_name: str | None = None,
     service_action_name: str | None = None,
 ) -> None:
     """Gap 1 (response): give the result back in the service's PascalCase member names."""

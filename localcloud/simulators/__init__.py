@@ -60,8 +60,14 @@ class Simulator:
     def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
         """Put the service's event on the default bus, as the service itself does."""
         response = boto3.client("events", region_name=self.region).put_events(
-            Entries=[{"Source": source, "DetailType": detail_type, "Detail": json.dumps(detail),
-                      "Resources": resources or []}]
+            Entries=[
+                {
+                    "Source": source,
+                    "DetailType": detail_type,
+                    "Detail": json.dumps(detail),
+                    "Resources": resources or [],
+                }
+            ]
         )
         if response["FailedEntryCount"]:
             raise RuntimeError(f"simulated {self.service} event was refused: {response['Entries']}")
@@ -91,7 +97,8 @@ def _params(request: AWSPreparedRequest, operation: OperationModel) -> dict[str,
 
 
 def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:
-    _, service_id, operation_name = (event_name.split(".") + ["", ""])[:3]
+    parts = [*event_name.split("."), "", ""]
+    service_id, operation_name = parts[1], parts[2]
     if service_id not in _active:
         return None
     simulator, model = _active[service_id]

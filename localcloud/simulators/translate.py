@@ -2,7 +2,7 @@
 
     register(TranslateSimulator("us-east-1", delay_seconds=60, speedup=60))
 
-Every boto3 `translate` client created afterwards is answered here, with botocore's request and response shapes.
+From then on, boto3 `translate` clients in this process are answered here, in botocore's request/response shapes.
 A job goes SUBMITTED -> IN_PROGRESS (after half of `delay_seconds`) -> terminal (after `delay_seconds`), all in
 simulated time. On completion it reads the input documents from moto S3 and writes, like Translate does, under
 `{OutputDataConfig.S3Uri}{account}-TranslateText-{JobId}/`:
@@ -64,10 +64,25 @@ PATTERNS = {
     "dataAccessRoleArn": r"arn:aws(-[^:]+)?:iam::[0-9]{12}:role/.+",
     "clientToken": r"[a-zA-Z0-9-]+",
 }
-REQUIRED = ("InputDataConfig", "OutputDataConfig", "DataAccessRoleArn", "SourceLanguageCode", "TargetLanguageCodes",
-            "ClientToken")
-ECHOED = ("JobName", "SourceLanguageCode", "TargetLanguageCodes", "TerminologyNames", "ParallelDataNames",
-          "InputDataConfig", "OutputDataConfig", "DataAccessRoleArn", "Settings")
+REQUIRED = (
+    "InputDataConfig",
+    "OutputDataConfig",
+    "DataAccessRoleArn",
+    "SourceLanguageCode",
+    "TargetLanguageCodes",
+    "ClientToken",
+)
+ECHOED = (
+    "JobName",
+    "SourceLanguageCode",
+    "TargetLanguageCodes",
+    "TerminologyNames",
+    "ParallelDataNames",
+    "InputDataConfig",
+    "OutputDataConfig",
+    "DataAccessRoleArn",
+    "Settings",
+)
 
 
 @dataclass
@@ -80,19 +95,26 @@ class _Job:
     status: str = "SUBMITTED"
     end: datetime | None = None
     message: str | None = None
-    details: dict[str, int] = field(default_factory=dict)
+    details: dict[str, int] = field(default_factory=lambda: _counts(0, 0, 0))
 
     def properties(self) -> dict[str, Any]:
         props: dict[str, Any] = {"JobId": self.job_id, "JobStatus": self.status}
         props.update({k: self.request[k] for k in ECHOED if k in self.request})
         props["SubmittedTime"] = self.submitted.timestamp()
-        if self.details:
-            props["JobDetails"] = dict(self.details)
+        props["JobDetails"] = dict(self.details)
         if self.end is not None:
             props["EndTime"] = self.end.timestamp()
         if self.message is not None:
             props["Message"] = self.message
         return props
+
+
+def _counts(translated: int, with_errors: int, inputs: int) -> dict[str, int]:
+    return {
+        "TranslatedDocumentsCount": translated,
+        "DocumentsWithErrorsCount": with_errors,
+        "InputDocumentsCount": inputs,
+    }
 
 
 def _split_s3_uri(uri: str) -> tuple[str, str]:
@@ -141,8 +163,13 @@ class TranslateSimulator(Simulator):
                 job = self.jobs[self._by_token[params["ClientToken"]]]
                 return {"JobId": job.job_id, "JobStatus": job.status}
         name = str(params.get("JobName", ""))
-        outcome = "FAILED" if name.startswith("fail-") else "COMPLETED_WITH_ERROR" if name.startswith(
-            "partial-") else self.outcome
+        outcome = (
+            "FAILED"
+            if name.startswith("fail-")
+            else "COMPLETED_WITH_ERROR"
+            if name.startswith("partial-")
+            else self.outcome
+        )
         account_id = boto3.client("sts", region_name=self.region).get_caller_identity()["Account"]
         job = _Job(uuid.uuid4().hex, {k: params[k] for k in ECHOED if k in params}, account_id, outcome, self.now())
         with self._lock:
@@ -168,7 +195,8 @@ class TranslateSimulator(Simulator):
         wanted = params.get("Filter", {})
         with self._lock:
             jobs = [
-                job.properties() for job in self.jobs.values()
+                job.properties()
+                for job in self.jobs.values()
                 if wanted.get("JobName", job.request.get("JobName")) == job.request.get("JobName")
                 and wanted.get("JobStatus", job.status) == job.status
                 and job.submitted.timestamp() < float(wanted.get("SubmittedBeforeTime", float("inf")))
@@ -178,7 +206,7 @@ class TranslateSimulator(Simulator):
         if not token.isdigit():
             raise ServiceError("InvalidRequestException", "The NextToken is not valid.")
         start, size = int(token), int(params.get("MaxResults", 100))
-        response: dict[str, Any] = {"TextTranslationJobPropertiesList": jobs[start:start + size]}
+        response: dict[str, Any] = {"TextTranslationJobPropertiesList": jobs[start : start + size]}
         if start + size < len(jobs):
             response["NextToken"] = str(start + size)
         return response
@@ -224,31 +252,35 @@ class TranslateSimulator(Simulator):
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=in_bucket, Prefix=in_prefix)
             keys = sorted(o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/"))
         except ClientError as exc:
-            return "FAILED", f"Unable to read the input S3 location {in_uri}: {exc}", {}
+            return "FAILED", f"Unable to read the input S3 location {in_uri}: {exc}", _counts(0, 0, 0)
         if not keys:
-            return "FAILED", f"No documents were found at the input S3 location {in_uri}.", {}
-        counts = {"TranslatedDocumentsCount": 0, "DocumentsWithErrorsCount": 0, "InputDocumentsCount": len(keys)}
+            return "FAILED", f"No documents were found at the input S3 location {in_uri}.", _counts(0, 0, 0)
         if job.outcome == "FAILED":
-            return "FAILED", "The job failed (simulated by localcloud).", counts
+            return "FAILED", "The job failed (simulated by localcloud).", _counts(0, 0, len(keys))
         failing = {keys[0]} if job.outcome == "COMPLETED_WITH_ERROR" else set()
         out_bucket, out_prefix = _split_s3_uri(out_uri)
         if out_prefix and not out_prefix.endswith("/"):
             out_prefix += "/"
         job_prefix = f"{out_prefix}{job.account_id}-TranslateText-{job.job_id}/"
         try:
-            texts = {key: s3.get_object(Bucket=in_bucket, Key=key)["Body"].read().decode() for key in keys}
+            texts = {
+                key: s3.get_object(Bucket=in_bucket, Key=key)["Body"].read().decode(errors="replace") for key in keys
+            }
             for target in job.request["TargetLanguageCodes"]:
                 entries: list[dict[str, Any]] = []
                 for key in keys:
-                    folder, _, file_name = key[len(in_prefix):].lstrip("/").rpartition("/")
+                    folder, _, file_name = key[len(in_prefix) :].lstrip("/").rpartition("/")
                     source_file = f"{folder}/{file_name}" if folder else file_name
                     if key in failing:
                         entries.append({"sourceFile": source_file, "errorMessage": "Simulated document error."})
                         continue
                     target_file = f"{folder}/{target}.{file_name}" if folder else f"{target}.{file_name}"
-                    s3.put_object(Bucket=out_bucket, Key=job_prefix + target_file,
-                                  Body=f"[{target}] {texts[key]}".encode(),
-                                  ContentType=job.request["InputDataConfig"]["ContentType"])
+                    s3.put_object(
+                        Bucket=out_bucket,
+                        Key=job_prefix + target_file,
+                        Body=f"[{target}] {texts[key]}".encode(),
+                        ContentType=job.request["InputDataConfig"]["ContentType"],
+                    )
                     entries.append({"sourceFile": source_file, "targetFile": target_file, "auxiliaryData": {}})
                 auxiliary = {
                     "sourceLanguageCode": job.request["SourceLanguageCode"],
@@ -260,12 +292,15 @@ class TranslateSimulator(Simulator):
                     "outputDataPrefix": f"s3://{out_bucket}/{job_prefix}",
                     "details": entries,
                 }
-                s3.put_object(Bucket=out_bucket, Key=f"{job_prefix}details/{target}.auxiliary-translation-details.json",
-                              Body=json.dumps(auxiliary, indent=2).encode(), ContentType="application/json")
+                s3.put_object(
+                    Bucket=out_bucket,
+                    Key=f"{job_prefix}details/{target}.auxiliary-translation-details.json",
+                    Body=json.dumps(auxiliary, indent=2).encode(),
+                    ContentType="application/json",
+                )
         except ClientError as exc:
-            return "FAILED", f"Unable to write to the output S3 location {out_uri}: {exc}", counts
-        counts["TranslatedDocumentsCount"] = len(keys) - len(failing)
-        counts["DocumentsWithErrorsCount"] = len(failing)
+            return "FAILED", f"Unable to write to the output S3 location {out_uri}: {exc}", _counts(0, 0, len(keys))
+        counts = _counts(len(keys) - len(failing), len(failing), len(keys))
         return ("COMPLETED_WITH_ERROR" if failing else "COMPLETED"), None, counts
 
     # --- helpers ----------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from shared.observability import logger, metrics
 
 
 class Registration(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
+    # Validation errors echo their input unless hidden, and the input holds the task token (a secret).
+    model_config = ConfigDict(populate_by_name=True, hide_input_in_errors=True)
 
     service: str = Field(min_length=1)
     job_id: str = Field(alias="jobId", min_length=1)
@@ -22,6 +23,7 @@ class Registration(BaseModel):
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
-    result = callbacks().register(registration.service, registration.job_id, registration.task_token,
-                                  registration.ttl_seconds)
+    result = callbacks().register(
+        registration.service, registration.job_id, registration.task_token, registration.ttl_seconds
+    )
     return {"status": result.value}

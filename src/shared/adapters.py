@@ -36,8 +36,13 @@ class Outcome:
         return {**self.detail, "service": self.service, "jobId": self.job_id, "status": self.status}
 
     def to_item(self) -> dict[str, Any]:
-        return {"service": self.service, "jobId": self.job_id, "status": self.status, "succeeded": self.succeeded,
-                "detail": self.detail}
+        return {
+            "service": self.service,
+            "jobId": self.job_id,
+            "status": self.status,
+            "succeeded": self.succeeded,
+            "detail": self.detail,
+        }
 
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Outcome:
@@ -84,4 +89,6 @@ def outcome_of(event: dict[str, Any]) -> Outcome | None:
     for adapter in ADAPTERS:
         if adapter.matches(event):
             return adapter.outcome(event)
-    raise UnknownJobEventError(f"no adapter for source={event.get('source')!r} detail-type={event.get('detail-type')!r}")
+    raise UnknownJobEventError(
+        f"no adapter for source={event.get('source')!r} detail-type={event.get('detail-type')!r}"
+    )

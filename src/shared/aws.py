@@ -8,7 +8,7 @@ import boto3
 
 @cache
 def client(service: str) -> Any:
-    return boto3.client(service)  # type: ignore[call-overload]
+    return boto3.client(service)
 
 
 @cache

@@ -45,12 +45,15 @@ def send_outcome(task_token: str, outcome: Outcome) -> Result:
         code = exc.response["Error"]["Code"]
         if code not in TOLERATED_CALLBACK_ERRORS:
             raise
-        logger.info("callback not delivered: task already closed", extra={"error": code, "token": token_ref(task_token),
-                                                                           "jobId": outcome.job_id})
+        logger.info(
+            "callback not delivered: task already closed",
+            extra={"error": code, "token": token_ref(task_token), "jobId": outcome.job_id},
+        )
         metrics.add_metric(name="CallbackAlreadyClosed", unit=MetricUnit.Count, value=1)
         return Result.ALREADY_CLOSED
-    logger.info("task resumed", extra={"token": token_ref(task_token), "jobId": outcome.job_id,
-                                       "status": outcome.status})
+    logger.info(
+        "task resumed", extra={"token": token_ref(task_token), "jobId": outcome.job_id, "status": outcome.status}
+    )
     metrics.add_metric(name="TaskResumed", unit=MetricUnit.Count, value=1)
     return Result.RESUMED
 

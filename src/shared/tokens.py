@@ -29,7 +29,7 @@ def job_key(service: str, job_id: str) -> str:
 
 
 def _conditional_failed(exc: ClientError) -> bool:
-    return exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
 class TokenStore:
@@ -51,8 +51,12 @@ class TokenStore:
     def put_outcome(self, key: str, outcome: Outcome, ttl_seconds: int) -> bool:
         """Record a completion that arrived before its token; return whether it was stored."""
         now = int(time.time())
-        item = {"jobKey": key, "outcome": json.dumps(outcome.to_item()), "completedAt": now,
-                "expiresAt": now + ttl_seconds}
+        item = {
+            "jobKey": key,
+            "outcome": json.dumps(outcome.to_item()),
+            "completedAt": now,
+            "expiresAt": now + ttl_seconds,
+        }
         return self._put(item, now)
 
     def _put(self, item: dict[str, Any], now: int) -> bool:

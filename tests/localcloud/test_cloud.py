@@ -100,8 +100,11 @@ def finished(cloud: LocalCloud, execution_arn: str) -> dict[str, Any]:
 def queue_is_empty(cloud: LocalCloud, queue_url: str) -> bool:
     attributes = cloud.client("sqs").get_queue_attributes(
         QueueUrl=queue_url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
-                        "ApproximateNumberOfMessagesDelayed"],
+        AttributeNames=[
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesNotVisible",
+            "ApproximateNumberOfMessagesDelayed",
+        ],
     )["Attributes"]
     return all(value == "0" for value in attributes.values())
 
@@ -125,11 +128,15 @@ def test_deploy_outputs_have_cloudformation_style_physical_names(cloud: LocalClo
     outputs = cloud.stack.outputs
     # Then every Output is there, resolved to a physical name of the form <stack>-<LogicalId>-<SUFFIX>
     assert set(outputs) == {"EchoMachineArn", "RecordTableName", "WorkQueueUrl"}
-    assert re.fullmatch(rf"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STACK_NAME}-EchoMachine-{PHYSICAL_NAME}",
-                        outputs["EchoMachineArn"])
+    assert re.fullmatch(
+        rf"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STACK_NAME}-EchoMachine-{PHYSICAL_NAME}",
+        outputs["EchoMachineArn"],
+    )
     assert re.fullmatch(rf"{STACK_NAME}-RecordTable-{PHYSICAL_NAME}", outputs["RecordTableName"])
-    assert re.fullmatch(rf"https://sqs\.{REGION}\.amazonaws\.com/{ACCOUNT}/{STACK_NAME}-WorkQueue-{PHYSICAL_NAME}",
-                        outputs["WorkQueueUrl"])
+    assert re.fullmatch(
+        rf"https://sqs\.{REGION}\.amazonaws\.com/{ACCOUNT}/{STACK_NAME}-WorkQueue-{PHYSICAL_NAME}",
+        outputs["WorkQueueUrl"],
+    )
     # And the functions SAM generated from the template exist under the same kind of name
     functions = {f["FunctionName"] for f in cloud.client("lambda").list_functions()["Functions"]}
     assert any(re.fullmatch(rf"{STACK_NAME}-EchoFunction-{PHYSICAL_NAME}", name) for name in functions)
@@ -263,9 +270,14 @@ def test_sqs_batch_item_failures_retry_only_the_failed_message_then_dead_letter_
     queue = cloud.stack.outputs["WorkQueueUrl"]
     dlq = physical_id(cloud, "WorkDeadLetterQueue")
     # When one batch holds two good messages and one the function reports as failed
-    sent = cloud.client("sqs").send_message_batch(QueueUrl=queue, Entries=[
-        {"Id": "a", "MessageBody": "good a"}, {"Id": "f", "MessageBody": "fail"}, {"Id": "b", "MessageBody": "good b"},
-    ])["Successful"]
+    sent = cloud.client("sqs").send_message_batch(
+        QueueUrl=queue,
+        Entries=[
+            {"Id": "a", "MessageBody": "good a"},
+            {"Id": "f", "MessageBody": "fail"},
+            {"Id": "b", "MessageBody": "good b"},
+        ],
+    )["Successful"]
     ids = {entry["Id"]: entry["MessageId"] for entry in sent}
     # Then the failed message is received again after the visibility timeout ...
     wait_for(lambda: len(sqs_records_of(cloud, ids["f"])) == 2, timeout=6, what="the retry of the failed message")
@@ -372,12 +384,17 @@ def test_undeliverable_rule_target_goes_to_its_dead_letter_queue(cloud: LocalClo
     sqs, events = cloud.client("sqs"), cloud.client("events")
     dlq = sqs.create_queue(QueueName="undeliverable-dlq")["QueueUrl"]
     events.put_rule(Name="to-missing-function", EventPattern=json.dumps({"detail-type": ["Undeliverable"]}))
-    events.put_targets(Rule="to-missing-function", Targets=[{
-        "Id": "missing",
-        "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:does-not-exist",
-        "RetryPolicy": {"MaximumRetryAttempts": 1},
-        "DeadLetterConfig": {"Arn": queue_arn(cloud, dlq)},
-    }])
+    events.put_targets(
+        Rule="to-missing-function",
+        Targets=[
+            {
+                "Id": "missing",
+                "Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:does-not-exist",
+                "RetryPolicy": {"MaximumRetryAttempts": 1},
+                "DeadLetterConfig": {"Arn": queue_arn(cloud, dlq)},
+            }
+        ],
+    )
     marker = str(uuid.uuid4())
     # When a matching event is put
     put_event(cloud, "Undeliverable", {"marker": marker})
@@ -392,12 +409,16 @@ def test_undeliverable_rule_target_goes_to_its_dead_letter_queue(cloud: LocalClo
 @pytest.mark.parametrize(
     ("template", "expected"),
     [
-        ('{"instance": <instance>, "state": [9, <state>, true]}',
-         '{"instance": "i-0123", "state": [9, "RUNNING", true]}'),
+        (
+            '{"instance": <instance>, "state": [9, <state>, true]}',
+            '{"instance": "i-0123", "state": [9, "RUNNING", true]}',
+        ),
         ('{"count": <count>, "missing": <missing>}', '{"count": 3, "missing": null}'),
         ('{"status": "<instance> is in state \\"<state>\\""}', '{"status": "i-0123 is in state \\"RUNNING\\""}'),
-        ("The EC2 instance <instance> has changed state to <state>.",
-         "The EC2 instance i-0123 has changed state to RUNNING."),
+        (
+            "The EC2 instance <instance> has changed state to <state>.",
+            "The EC2 instance i-0123 has changed state to RUNNING.",
+        ),
         ('"<instance> triggered"', '"i-0123 triggered"'),
         ('{"unknown": "<not-a-variable>"}', '{"unknown": "<not-a-variable>"}'),
     ],
@@ -419,9 +440,11 @@ def test_rate_schedule_fires_with_the_speedup(cloud: LocalCloud) -> None:
     # When a couple of real seconds pass
     # Then a "Scheduled Event" from the rule arrives
     bodies = wait_for(
-        lambda: [b for m in receive_all(cloud, queue) if (b := json.loads(m["Body"])).get("detail-type")
-                 == "Scheduled Event"],
-        timeout=3, what="a scheduled event",
+        lambda: [
+            b for m in receive_all(cloud, queue) if (b := json.loads(m["Body"])).get("detail-type") == "Scheduled Event"
+        ],
+        timeout=3,
+        what="a scheduled event",
     )
     assert (bodies[0]["source"], bodies[0]["resources"], bodies[0]["detail"]) == ("aws.events", [tick_rule], {})
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", bodies[0]["time"])
@@ -440,6 +463,9 @@ def test_rate_schedule_fires_with_the_speedup(cloud: LocalCloud) -> None:
         ("cron(0 12 ? * 1 *)", "2026-11-21T13:00:00", "2026-11-22T12:00:00"),  # 1 = Sunday
         ("cron(0 12 ? * 7 *)", "2026-11-20T13:00:00", "2026-11-21T12:00:00"),  # 7 = Saturday
         ("cron(30 8 ? * MON-FRI *)", "2026-11-21T09:00:00", "2026-11-23T08:30:00"),
+        ("cron(0 12 ? * 2-6 *)", "2026-11-21T09:00:00", "2026-11-23T12:00:00"),  # Monday to Friday
+        ("cron(0 12 ? * 2#1 *)", "2026-11-21T09:00:00", "2026-12-07T12:00:00"),  # the first Monday of the month
+        ("cron(0 12 ? * 6L *)", "2026-11-21T09:00:00", "2026-11-27T12:00:00"),  # the last Friday of the month
         ("cron(0 0 1 * ? *)", "2026-11-21T00:00:00", "2026-12-01T00:00:00"),
     ],
 )
@@ -457,15 +483,20 @@ def test_ttl_deletes_expired_items_and_keeps_live_ones(cloud: LocalCloud) -> Non
     ddb = cloud.client("dynamodb")
     table = cloud.stack.outputs["RecordTableName"]
     assert ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"] == {
-        "TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
+        "TimeToLiveStatus": "ENABLED",
+        "AttributeName": "expiresAt",
+    }
     expired, live = f"ttl#{uuid.uuid4()}", f"ttl#{uuid.uuid4()}"
     now = int(time.time())
     ddb.put_item(TableName=table, Item={"pk": {"S": expired}, "expiresAt": {"N": str(now - 60)}})
     ddb.put_item(TableName=table, Item={"pk": {"S": live}, "expiresAt": {"N": str(now + 3600)}})
     # When the offline cloud's TTL sweeper has run
     # Then the expired item is gone and the live one stays
-    wait_for(lambda: "Item" not in ddb.get_item(TableName=table, Key={"pk": {"S": expired}}), timeout=3,
-             what="the expired item to be deleted")
+    wait_for(
+        lambda: "Item" not in ddb.get_item(TableName=table, Key={"pk": {"S": expired}}),
+        timeout=3,
+        what="the expired item to be deleted",
+    )
     assert "Item" in ddb.get_item(TableName=table, Key={"pk": {"S": live}})
 
 
@@ -480,12 +511,22 @@ def test_log_subscription_delivers_only_matching_events(cloud: LocalCloud) -> No
     unrelated = json.dumps({"eventType": "JOB_STARTED", "jobId": job})
     # When a matching and an unrelated event are logged
     now = int(time.time() * 1000)
-    client.put_log_events(logGroupName="/fixture/jobs", logStreamName=stream, logEvents=[
-        {"timestamp": now, "message": matching}, {"timestamp": now + 1, "message": unrelated},
-    ])
+    client.put_log_events(
+        logGroupName="/fixture/jobs",
+        logStreamName=stream,
+        logEvents=[
+            {"timestamp": now, "message": matching},
+            {"timestamp": now + 1, "message": unrelated},
+        ],
+    )
     # Then the function receives an awslogs payload holding the matching event only
-    record = wait_for(lambda: event_records_with(cloud, "awslogs") and [
-        r for r in event_records_with(cloud, "awslogs") if job in _awslogs(r)], what="the subscription delivery")
+    record = wait_for(
+        lambda: (
+            event_records_with(cloud, "awslogs")
+            and [r for r in event_records_with(cloud, "awslogs") if job in _awslogs(r)]
+        ),
+        what="the subscription delivery",
+    )
     data = json.loads(_awslogs(record[0]))
     assert (data["messageType"], data["logGroup"], data["logStream"]) == ("DATA_MESSAGE", "/fixture/jobs", stream)
     assert [e["message"] for e in data["logEvents"]] == [matching]
@@ -504,8 +545,11 @@ def _awslogs(record: dict[str, Any]) -> str:
         ("ERROR", "all good", False),
         ('{ $.eventType = "JOB_COMPLETED" }', '{"eventType": "JOB_COMPLETED"}', True),
         ('{ $.eventType = "JOB_COMPLETED" }', '{"eventType": "JOB_STARTED"}', False),
-        ('{ $.eventType = "JOB_COMPLETED" || $.eventType = "BUCKET_ACCESS_DENIED" }',
-         '{"eventType": "BUCKET_ACCESS_DENIED"}', True),
+        (
+            '{ $.eventType = "JOB_COMPLETED" || $.eventType = "BUCKET_ACCESS_DENIED" }',
+            '{"eventType": "BUCKET_ACCESS_DENIED"}',
+            True,
+        ),
         ('{ $.eventType = "JOB_*" }', '{"eventType": "JOB_FAILED"}', True),
         ('{ $.eventType != "JOB_COMPLETED" }', '{"eventType": "JOB_STARTED"}', True),
         ('{ $.job.state = "DONE" && $.job.count = 3 }', '{"job": {"state": "DONE", "count": 3}}', True),
@@ -536,10 +580,17 @@ def test_boto3_over_http_sees_the_state_machine_and_its_executions(cloud: LocalC
     execution = cloud.client("stepfunctions").start_execution(stateMachineArn=machine, input="{}")["executionArn"]
     finished(cloud, execution)
     # When a boto3 client talks to the endpoint over HTTP
-    sfn = boto3.client("stepfunctions", endpoint_url=cloud.aws_endpoint, region_name=REGION,
-                       aws_access_key_id="testing", aws_secret_access_key="testing")
-    # Then it lists the state machine and the execution
-    assert machine in [m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]]
+    sfn = boto3.client(
+        "stepfunctions",
+        endpoint_url=cloud.aws_endpoint,
+        region_name=REGION,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    # Then it lists the state machine and the execution, answered by the cloud's HTTP server (not in-process moto)
+    listed = sfn.list_state_machines()
+    assert "Werkzeug" in listed["ResponseMetadata"]["HTTPHeaders"]["server"]
+    assert machine in [m["stateMachineArn"] for m in listed["stateMachines"]]
     assert execution in [e["executionArn"] for e in sfn.list_executions(stateMachineArn=machine)["executions"]]
 
 
@@ -551,13 +602,29 @@ def _aws_cli() -> str | None:
 @pytest.mark.skipif(_aws_cli() is None, reason="the AWS CLI is not installed")
 def test_aws_cli_lists_the_state_machine(cloud: LocalCloud) -> None:
     # Given the printed endpoint
-    env = {**dict(os.environ), "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": REGION, "AWS_PAGER": ""}
+    env = {
+        **dict(os.environ),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_PAGER": "",
+    }
     # When the stock AWS CLI asks it for the state machines
     done = subprocess.run(
-        [str(_aws_cli()), "--endpoint-url", cloud.aws_endpoint, "stepfunctions", "list-state-machines",
-         "--output", "json"],
-        env=env, capture_output=True, text=True, timeout=60, check=False,
+        [
+            str(_aws_cli()),
+            "--endpoint-url",
+            cloud.aws_endpoint,
+            "stepfunctions",
+            "list-state-machines",
+            "--output",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     # Then it lists the deployed EchoMachine
     assert done.returncode == 0, done.stderr

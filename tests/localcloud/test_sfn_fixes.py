@@ -15,7 +15,7 @@ import io
 import json
 import subprocess
 import sys
-import threading
+import tempfile
 import time
 import traceback
 import uuid
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from inspect import signature
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import boto3
 import pytest
@@ -48,13 +48,10 @@ STOP_WITHIN_S = 2.0
 # ----------------------------------------------------------------------------------------------------------------
 # Scenarios: plain moto + boto3, run inside mock_aws; each returns JSON-serialisable observations.
 # ----------------------------------------------------------------------------------------------------------------
-def _client(service: str) -> Any:
-    # A session of its own: the unpatched probe runs the scenarios on concurrent threads.
-    return boto3.session.Session(region_name=REGION).client(service)  # type: ignore[call-overload]
-
-
-def _clients() -> tuple[Any, Any]:
-    return _client("stepfunctions"), _client("sqs")
+def _clients(*services: str) -> list[Any]:
+    # A boto3 session per scenario: the unpatched probe runs the scenarios on concurrent threads.
+    session = boto3.session.Session(region_name=REGION)
+    return [session.client(service) for service in services]  # type: ignore[call-overload]
 
 
 def _state_machine(sfn: Any, name: str, states: dict[str, Any], start_at: str) -> str:
@@ -98,7 +95,7 @@ def _wait_for_token_states(queue_url: str, timeout_s: int, heartbeat_s: int | No
 
 def scenario_aws_sdk_tasks() -> dict[str, Any]:
     """Gap 1: `aws-sdk:` tasks with the AWS (PascalCase) parameter spelling, objects given for string members."""
-    sfn, sqs = _clients()
+    sfn, sqs = _clients("stepfunctions", "sqs")
     outbox = sqs.create_queue(QueueName="outbox")["QueueUrl"]
     tokens = sqs.create_queue(QueueName="sdk-tokens")["QueueUrl"]
 
@@ -138,7 +135,7 @@ def scenario_aws_sdk_tasks() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _lambda_that_calls_back_before_returning() -> Iterator[None]:
+def _lambda_that_calls_back_before_returning(sfn: Any) -> Iterator[None]:
     """moto's Lambda without Docker, replaced by one that calls SendTaskSuccess with the token of its payload and
     only then returns: the callback deterministically arrives while the task's own service call is running."""
     original = LambdaSimpleBackend.invoke
@@ -146,20 +143,8 @@ def _lambda_that_calls_back_before_returning() -> Iterator[None]:
     def invoke(
         backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
     ) -> bytes:
-        token = json.loads(body)["token"]
-        errors: list[ClientError] = []
-
-        def call_back() -> None:
-            try:
-                sfn = _client("stepfunctions")
-                sfn.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
-            except ClientError as exc:  # reported through the Lambda result below
-                errors.append(exc)
-
-        worker = threading.Thread(target=call_back)
-        worker.start()
-        worker.join()
-        return json.dumps({"callback_error": repr(errors[0]) if errors else None}).encode()
+        sfn.send_task_success(taskToken=json.loads(body)["token"], output=json.dumps({"resumed": True}))
+        return b"{}"
 
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
     try:
@@ -170,13 +155,12 @@ def _lambda_that_calls_back_before_returning() -> Iterator[None]:
 
 def scenario_early_callback() -> dict[str, Any]:
     """Gap 3: with HeartbeatSeconds, SendTaskSuccess arrives before lambda:invoke.waitForTaskToken has returned."""
-    sfn, _ = _clients()
-    iam = _client("iam")
+    sfn, iam, awslambda = _clients("stepfunctions", "iam", "lambda")
     role = iam.create_role(RoleName="sfn-fixes", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("index.py", "def handler(event, context):\n    return event\n")
-    _client("lambda").create_function(
+    awslambda.create_function(
         FunctionName="resume-at-once",
         Runtime="python3.13",
         Role=role,
@@ -194,7 +178,7 @@ def scenario_early_callback() -> dict[str, Any]:
         }
     }
     machine = _state_machine(sfn, "EarlyCallback", states, "Invoke")
-    with _lambda_that_calls_back_before_returning():
+    with _lambda_that_calls_back_before_returning(sfn):
         started = time.monotonic()
         execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
         result = _wait_until_done(sfn, execution_arn, within_s=TASK_TIMEOUT_S + 6)
@@ -203,7 +187,7 @@ def scenario_early_callback() -> dict[str, Any]:
 
 def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any]:
     """Gap 4: StopExecution while a task waits for a callback that never comes (TimeoutSeconds 30)."""
-    sfn, sqs = _clients()
+    sfn, sqs = _clients("stepfunctions", "sqs")
     tokens = sqs.create_queue(QueueName="stop-tokens")["QueueUrl"]
     machine = _state_machine(
         sfn, "StopMe", _wait_for_token_states(tokens, timeout_s=30, heartbeat_s=heartbeat_s), "Wait"
@@ -220,7 +204,7 @@ def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any
 
 def scenario_unnamed_executions() -> dict[str, Any]:
     """Gap 5: two StartExecution calls without `name`."""
-    sfn, _ = _clients()
+    (sfn,) = _clients("stepfunctions")
     machine = _state_machine(sfn, "Unnamed", {"Done": {"Type": "Pass", "End": True}}, "Done")
     first = sfn.start_execution(stateMachineArn=machine, input='{"n": 1}')["executionArn"]
     try:
@@ -307,20 +291,22 @@ class UnpatchedProbe:
     One process, not one per scenario: importing moto dominates the cost (there is no bytecode cache here).
     """
 
-    def __init__(self) -> None:
-        self._process = subprocess.Popen(
-            [sys.executable, __file__], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-        )
+    def __init__(self, stdout: IO[str], stderr: IO[str]) -> None:
+        # Files, not pipes: moto logs every failed task at length, which could fill a pipe nobody reads yet.
+        self._stdout, self._stderr = stdout, stderr
+        self._process = subprocess.Popen([sys.executable, __file__], cwd=REPO, stdout=self._stdout, stderr=self._stderr)
         self._results: dict[str, Any] | None = None
         self._failure: str | None = None
 
     def result(self, name: str) -> dict[str, Any]:
         if self._results is None and self._failure is None:
-            stdout, stderr = self._process.communicate(timeout=PROBE_TIMEOUT_S)
-            if self._process.returncode == 0:
-                self._results = json.loads(stdout.strip().splitlines()[-1])
+            returncode = self._process.wait(timeout=PROBE_TIMEOUT_S)
+            self._stdout.seek(0)
+            self._stderr.seek(0)
+            if returncode == 0:
+                self._results = json.loads(self._stdout.read().strip().splitlines()[-1])
             else:
-                self._failure = f"the unpatched probe crashed:\n{stderr[-4000:]}"
+                self._failure = f"the unpatched probe crashed:\n{self._stderr.read()[-4000:]}"
         assert self._results is not None, self._failure
         result = self._results[name]
         assert "crashed" not in result, f"unpatched scenario {name!r} crashed:\n{result['crashed']}"
@@ -329,23 +315,25 @@ class UnpatchedProbe:
     def close(self) -> None:
         if self._process.poll() is None:
             self._process.kill()
-        self._process.communicate()
+            self._process.wait()
 
 
 @pytest.fixture(scope="module")
 def unpatched() -> Iterator[UnpatchedProbe]:
-    probe = UnpatchedProbe()
-    try:
-        yield probe
-    finally:
-        probe.close()
+    with tempfile.TemporaryFile(mode="w+") as stdout, tempfile.TemporaryFile(mode="w+") as stderr:
+        probe = UnpatchedProbe(stdout, stderr)
+        try:
+            yield probe
+        finally:
+            probe.close()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _start_the_probe_first(request: pytest.FixtureRequest) -> None:
-    """Start the probe before the first test (if any selected test needs it), so it runs while the in-process
-    tests, which come first in this file, run."""
-    if any("unpatched" in getattr(item, "fixturenames", ()) for item in request.session.items):
+    """Start the probe before this file's first test (if any selected test of it needs the probe), so the probe runs
+    while the in-process tests, which come first in this file, run."""
+    ours = [item for item in request.session.items if getattr(item, "module", None) is request.module]
+    if any("unpatched" in getattr(item, "fixturenames", ()) for item in ours):
         request.getfixturevalue("unpatched")
 
 
@@ -396,6 +384,7 @@ def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: 
     assert result["elapsed_s"] < HEARTBEAT_S
 
 
+@pytest.mark.parametrize("heartbeat_s", [None, 20], ids=["timeout-only", "with-heartbeat"])
 def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, heartbeat_s: int | None) -> None:
     # Given moto with localcloud.sfn installed and an execution waiting for a callback that never comes
     # When StopExecution is called

@@ -1,4 +1,4 @@
-"""The simulated Amazon Translate batch API (localcloud.simulators.translate), as a boto3 client sees it on plain moto."""
+"""The simulated Amazon Translate batch API (localcloud.simulators.translate), seen by a boto3 client on plain moto."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -19,13 +19,11 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"  # moto's default account
 BUCKET = "docs"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/translate-access"
-DELAY, SPEEDUP = 2.0, 10.0  # IN_PROGRESS after 0.1 s, terminal after 0.2 s of real time
+DELAY, SPEEDUP = 2.0, 20.0  # IN_PROGRESS after 0.05 s, terminal after 0.1 s of real time
 DETAIL_TYPE = "Translate TextTranslationJob State Change"
 
-T = TypeVar("T")
 
-
-def wait_for(probe: Callable[[], T | None], timeout: float = 3.0, what: str = "") -> T:
+def wait_for[T](probe: Callable[[], T | None], timeout: float = 3.0, what: str = "") -> T:
     deadline = time.monotonic() + timeout
     while not (value := probe()):
         if time.monotonic() > deadline:
@@ -40,7 +38,8 @@ _clients: dict[str, Any] = {}
 def client(service: str) -> Any:
     """One client per service and test (creating clients is what makes polling slow)."""
     if service not in _clients:
-        _clients[service] = boto3.client(service, region_name=REGION)  # type: ignore[call-overload]
+        make: Any = boto3.client  # typed per service name by boto3-stubs, where installed
+        _clients[service] = make(service, region_name=REGION)
     return _clients[service]
 
 
@@ -126,8 +125,13 @@ def received(url: str) -> list[dict[str, Any]]:
 def collect(url: str, count: int) -> list[dict[str, Any]]:
     """Wait until `count` events arrived, then a little longer to catch any surplus."""
     got: list[dict[str, Any]] = []
-    wait_for(lambda: len(got) >= count or got.extend(received(url)), what=f"{count} events")
-    time.sleep(0.1)
+
+    def enough() -> bool:
+        got.extend(received(url))
+        return len(got) >= count
+
+    wait_for(enough, what=f"{count} events")
+    time.sleep(0.05)
     return got + received(url)
 
 
@@ -137,8 +141,8 @@ def output_keys() -> list[str]:
 
 
 def test_job_moves_through_its_statuses_and_writes_translate_style_outputs(simulate: Any) -> None:
-    # Given two documents under the input prefix and a registered simulator
-    translate = simulate()
+    # Given two documents under the input prefix and a simulator slow enough to watch (IN_PROGRESS at 0.2 s)
+    translate = simulate(speedup=5.0)
     put_inputs(a="hello", b="world")
 
     # When a job is started
@@ -161,19 +165,31 @@ def test_job_moves_through_its_statuses_and_writes_translate_style_outputs(simul
     assert props["JobName"] == "job-1" and props["SourceLanguageCode"] == "en"
     assert props["TargetLanguageCodes"] == ["es", "fr"] and props["DataAccessRoleArn"] == ROLE
     assert props["InputDataConfig"] == {"S3Uri": f"s3://{BUCKET}/in/", "ContentType": "text/plain"}
-    assert props["JobDetails"] == {"TranslatedDocumentsCount": 2, "DocumentsWithErrorsCount": 0,
-                                   "InputDocumentsCount": 2}
+    assert props["JobDetails"] == {
+        "TranslatedDocumentsCount": 2,
+        "DocumentsWithErrorsCount": 0,
+        "InputDocumentsCount": 2,
+    }
     assert props["EndTime"] > props["SubmittedTime"] and "Message" not in props
 
     # And the outputs sit where Translate puts them, one per document and target language, plus the details files
     prefix = f"out/{ACCOUNT}-TranslateText-{job_id}/"
-    assert output_keys() == [prefix + key for key in [
-        "details/es.auxiliary-translation-details.json", "details/fr.auxiliary-translation-details.json",
-        "es.a.txt", "es.b.txt", "fr.a.txt", "fr.b.txt"]]
+    assert output_keys() == [
+        prefix + key
+        for key in [
+            "details/es.auxiliary-translation-details.json",
+            "details/fr.auxiliary-translation-details.json",
+            "es.a.txt",
+            "es.b.txt",
+            "fr.a.txt",
+            "fr.b.txt",
+        ]
+    ]
     s3 = client("s3")
     assert s3.get_object(Bucket=BUCKET, Key=prefix + "es.a.txt")["Body"].read() == b"[es] hello"
-    details = json.loads(s3.get_object(Bucket=BUCKET, Key=prefix + "details/fr.auxiliary-translation-details.json")
-                         ["Body"].read())
+    details = json.loads(
+        s3.get_object(Bucket=BUCKET, Key=prefix + "details/fr.auxiliary-translation-details.json")["Body"].read()
+    )
     assert details["targetLanguageCode"] == "fr" and details["outputDataPrefix"] == f"s3://{BUCKET}/{prefix}"
     assert [d["targetFile"] for d in details["details"]] == ["fr.a.txt", "fr.b.txt"]
 
@@ -211,8 +227,11 @@ def test_job_name_prefix_picks_the_outcome(simulate: Any, name: str, status: str
     if status == "FAILED":
         assert props["Message"] and output_keys() == []
     else:  # the first document failed, the other one was translated into both languages
-        assert props["JobDetails"] == {"TranslatedDocumentsCount": 1, "DocumentsWithErrorsCount": 1,
-                                       "InputDocumentsCount": 2}
+        assert props["JobDetails"] == {
+            "TranslatedDocumentsCount": 1,
+            "DocumentsWithErrorsCount": 1,
+            "InputDocumentsCount": 2,
+        }
         assert [k.rsplit("/", 1)[1] for k in output_keys() if "details/" not in k] == ["es.b.txt", "fr.b.txt"]
 
 
@@ -283,7 +302,11 @@ def test_stop_requests_then_stops_the_job(simulate: Any) -> None:
     response = translate.stop_text_translation_job(JobId=job_id)
 
     # Then it is STOP_REQUESTED at once, STOPPED a little later, announces STOPPED and writes nothing
-    assert response == {"JobId": job_id, "JobStatus": "STOP_REQUESTED", "ResponseMetadata": response["ResponseMetadata"]}
+    assert response == {
+        "JobId": job_id,
+        "JobStatus": "STOP_REQUESTED",
+        "ResponseMetadata": response["ResponseMetadata"],
+    }
     assert terminal(translate, job_id)["JobStatus"] == "STOPPED"
     assert [e["detail"]["jobStatus"] for e in collect(queue, 1)] == ["STOPPED"]
     assert output_keys() == []

@@ -23,9 +23,7 @@ def _run(cloud: LocalCloud, simulator: TranslateSimulator, name: str | None = No
 
 
 def _token_items(cloud: LocalCloud) -> list[dict[str, Any]]:
-    return cloud.client("dynamodb").scan(TableName=cloud.stack.outputs["TokenTableName"], ConsistentRead=True)[
-        "Items"
-    ]
+    return cloud.client("dynamodb").scan(TableName=cloud.stack.outputs["TokenTableName"], ConsistentRead=True)["Items"]
 
 
 def _translate(cloud: LocalCloud, **knobs: Any) -> TranslateSimulator:

@@ -1,0 +1,455 @@
+"""The generalized callback as a workflow sees it: a waiting task's token is paired with a job, and the job's
+completion event resumes the task exactly once, whatever the order, repetition or lateness of the two.
+
+The functions run as Lambda would call them (handler, event, context) on moto, against real executions parked on
+`.waitForTaskToken` tasks; DescribeExecution shows what the workflow saw. The handlers and shared.callback are
+imported inside the tests, after the `aws` fixture has set the functions' environment (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import io
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from shared.exceptions import TokenConflictError, UnknownJobEventError
+from tests.unit.support import EVENTS, Aws, ClientSpy, WaitingTask, invoke
+
+JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
+JOB_KEY = f"translate#{JOB_ID}"
+UNSUCCESSFUL = ["COMPLETED_WITH_ERROR", "FAILED", "STOPPED"]
+NOT_TERMINAL = ["SUBMITTED", "IN_PROGRESS", "STOP_REQUESTED"]
+
+
+def translate_event(status: str, job_id: str = JOB_ID) -> dict[str, Any]:
+    """A Translate job state-change event in EventBridge's envelope (the events/ sample, with this job and status)."""
+    event = json.loads((EVENTS / "resume_job.translate-completed.json").read_text())
+    event["detail"] = {**event["detail"], "jobId": job_id, "jobStatus": status}
+    return dict(event)
+
+
+def registration(token: str, job_id: str = JOB_ID, **extra: Any) -> dict[str, Any]:
+    """What the workflow's WaitForTranslation task sends the register function."""
+    return {"service": "translate", "jobId": job_id, "taskToken": token, **extra}
+
+
+def register(token: str, job_id: str = JOB_ID, **extra: Any) -> str:
+    return str(invoke("register_token", registration(token, job_id, **extra))["status"])
+
+
+def complete(status: str, job_id: str = JOB_ID) -> str:
+    return str(invoke("resume_job", translate_event(status, job_id))["status"])
+
+
+def callbacks() -> Any:
+    return importlib.import_module("shared.callback").callbacks()
+
+
+def outcome(status: str, job_id: str = JOB_ID, service: str = "translate") -> Any:
+    """The Outcome of a completion event (for services whose events the adapters do not know yet)."""
+    adapters = importlib.import_module("shared.adapters")
+    return adapters.Outcome(service, job_id, status, status == "COMPLETED", {"jobId": job_id, "jobStatus": status})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registration
+# ----------------------------------------------------------------------------------------------------------------
+def test_registration_stores_the_token_under_the_service_and_job_id(aws: Aws) -> None:
+    # Given a workflow waiting for a Translate job
+    before = int(time.time())
+
+    # When its task registers the token
+    status = register("token-1")
+
+    # Then the token is stored under translate#<job id>, expiring after the task's timeout plus the margin
+    after = int(time.time())
+    assert status == "REGISTERED"
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    assert item["jobKey"] == JOB_KEY
+    assert item["token"] == "token-1"
+    assert before <= item["registeredAt"] <= after
+    ttl = int(aws.environment["TASK_TIMEOUT_SECONDS"]) + int(aws.environment["TOKEN_TTL_MARGIN_SECONDS"])
+    assert item["expiresAt"] == item["registeredAt"] + ttl
+    assert before + ttl <= item["expiresAt"] <= after + ttl  # epoch seconds, as DynamoDB TTL requires
+
+
+def test_registration_honours_an_explicit_ttl(aws: Aws) -> None:
+    # Given a registration that says how long it should live
+    # When it is registered
+    status = register("token-1", ttlSeconds=120)
+
+    # Then the entry expires after that many seconds
+    assert status == "REGISTERED"
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    assert item["expiresAt"] == item["registeredAt"] + 120
+
+
+def test_the_same_registration_twice_is_a_duplicate_and_changes_nothing(aws: Aws) -> None:
+    # Given a registered token
+    register("token-1")
+    stored = aws.item(JOB_KEY)
+
+    # When the same registration arrives again (Step Functions retried the Lambda call)
+    status = register("token-1")
+
+    # Then it is acknowledged as a duplicate and the entry is untouched
+    assert status == "DUPLICATE"
+    assert aws.item(JOB_KEY) == stored
+
+
+def test_another_token_for_the_same_job_is_refused(aws: Aws) -> None:
+    # Given a job already paired with one waiting task
+    register("token-1")
+
+    # When another task registers a different token for the same job
+    with pytest.raises(TokenConflictError) as refused:
+        register("token-2")
+
+    # Then it is refused with a named error (a Catch can match it), and the first token is still the one stored
+    assert JOB_KEY in str(refused.value)
+    assert "token-1" not in str(refused.value)
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    assert item["token"] == "token-1"
+
+
+def test_an_invalid_registration_is_refused_without_echoing_the_token(aws: Aws) -> None:
+    # Given a registration that lacks the job id
+    token = "AQCEAAAAKgAAAAMAAAAAAAAAAQ-secret-tail-0123456789"
+
+    # When it reaches the register function
+    with pytest.raises(ValidationError) as refused:
+        invoke("register_token", {"service": "translate", "taskToken": token})
+
+    # Then it is refused, and the error Lambda logs names the field but not the token, not even in part
+    assert "jobId" in str(refused.value)
+    assert token[-16:] not in str(refused.value)
+    assert aws.items() == []
+
+
+def test_job_ids_of_different_services_never_collide(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> None:
+    # Given two workflows waiting for jobs of different services that happen to have the same id
+    translation, export = waiting_task(), waiting_task()
+    assert callbacks().register("translate", "job-1", translation.token).value == "REGISTERED"
+    assert callbacks().register("healthlake", "job-1", export.token).value == "REGISTERED"
+
+    # When the Translate job completes
+    status = complete("COMPLETED", job_id="job-1")
+
+    # Then only the workflow waiting for the Translate job resumes; the other one still waits, its token kept
+    assert status == "RESUMED"
+    assert translation.wait_until_closed()["status"] == "SUCCEEDED"
+    assert export.status() == "RUNNING"
+    assert aws.item("translate#job-1") is None
+    healthlake = aws.item("healthlake#job-1")
+    assert healthlake is not None
+    assert healthlake["token"] == export.token
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Registration and completion in either order, repeated, late, expired
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_completion_before_the_registration_is_delivered_by_the_registration(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a job that finished before its workflow registered the token (the early-completion race)
+    assert complete("COMPLETED") == "RECORDED"
+    task = waiting_task()
+
+    # When the token is registered
+    status = register(task.token)
+
+    # Then the registration resumes the workflow at once with the recorded outcome, and the entry is gone
+    assert status == "RESUMED"
+    execution = task.wait_until_closed()
+    assert execution["status"] == "SUCCEEDED"
+    assert json.loads(execution["output"]) == {
+        **translate_event("COMPLETED")["detail"],
+        "service": "translate",
+        "jobId": JOB_ID,
+        "status": "COMPLETED",
+    }
+    assert aws.items() == []
+
+
+def test_an_early_failure_is_delivered_by_the_registration(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a job that failed before its workflow registered the token
+    assert complete("FAILED") == "RECORDED"
+    task = waiting_task()
+
+    # When the token is registered
+    status = register(task.token)
+
+    # Then the registration fails the waiting task with the job's error, and the entry is gone
+    assert status == "RESUMED"
+    execution = task.wait_until_closed()
+    assert (execution["status"], execution["error"]) == ("FAILED", "Translate.FAILED")
+    assert [call["taskToken"] for call in sfn_spy.calls_to("send_task_failure")] == [task.token]
+    assert aws.items() == []
+
+
+def test_a_completion_after_the_registration_resumes_the_workflow_and_deletes_the_entry(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a workflow whose token is registered
+    task = waiting_task()
+    register(task.token)
+
+    # When the job completes
+    status = complete("COMPLETED")
+
+    # Then the workflow resumes and the entry is deleted
+    assert status == "RESUMED"
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+    assert aws.item(JOB_KEY) is None
+
+
+def test_the_same_completion_three_times_resumes_the_workflow_once(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a workflow whose token is registered
+    task = waiting_task()
+    register(task.token)
+
+    # When the completion event is delivered three times (EventBridge and Lambda deliver at least once)
+    statuses = [complete("COMPLETED") for _ in range(3)]
+
+    # Then the task is resumed exactly once, and the repeats are acknowledged without error
+    assert statuses[0] == "RESUMED"
+    assert set(statuses[1:]) <= {"RECORDED", "DUPLICATE"}
+    assert len(sfn_spy.calls_to("send_task_success")) == 1
+    assert sfn_spy.calls_to("send_task_failure") == []
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+
+
+@pytest.mark.parametrize("closed_by", ["StopExecution", "task timeout"])
+def test_a_completion_for_a_task_that_is_already_closed_is_acknowledged(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, closed_by: str
+) -> None:
+    # Given a registered task that was stopped, or timed out, before the job finished
+    task = waiting_task(timeout_seconds=1) if closed_by == "task timeout" else waiting_task()
+    register(task.token)
+    if closed_by == "StopExecution":
+        task.stop()
+    else:
+        assert task.wait_until_closed()["status"] == "FAILED"  # States.Timeout
+
+    # When the job's completion arrives
+    status = complete("COMPLETED")
+
+    # Then the callback was attempted, the refusal is acknowledged (no exception, no retry) and the entry cleaned up
+    assert status == "ALREADY_CLOSED"
+    assert [call["taskToken"] for call in sfn_spy.calls_to("send_task_success")] == [task.token]
+    assert aws.item(JOB_KEY) is None
+
+
+def test_an_expired_registration_is_not_resumed(aws: Aws, sfn_spy: ClientSpy) -> None:
+    # Given a registration past its expiry that DynamoDB's TTL has not deleted yet
+    now = int(time.time())
+    aws.table.put_item(Item={"jobKey": JOB_KEY, "token": "stale-token", "registeredAt": now - 90, "expiresAt": now - 1})
+
+    # When the job completes
+    status = complete("COMPLETED")
+
+    # Then the stale token is not used: the completion is recorded for a registration still to come
+    assert status == "RECORDED"
+    assert sfn_spy.calls == []
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    assert "token" not in item
+    assert "outcome" in item
+
+
+@pytest.mark.parametrize("stale", ["token", "outcome"])
+def test_an_expired_entry_is_replaced_by_a_new_registration(aws: Aws, sfn_spy: ClientSpy, stale: str) -> None:
+    # Given an expired entry (a token or an early completion) that DynamoDB's TTL has not deleted yet
+    now = int(time.time())
+    stale_value = "stale-token" if stale == "token" else json.dumps(outcome("COMPLETED").to_item())
+    aws.table.put_item(Item={"jobKey": JOB_KEY, stale: stale_value, "registeredAt": now - 90, "expiresAt": now - 1})
+
+    # When a workflow registers a token for the job
+    status = register("token-1")
+
+    # Then the registration replaces it: no conflict, and no stale outcome delivered
+    assert status == "REGISTERED"
+    assert sfn_spy.calls == []
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    assert item["token"] == "token-1"
+    assert item["expiresAt"] > now
+    assert "outcome" not in item
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Translate statuses
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_completed_job_resumes_the_workflow_with_the_event_detail(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a workflow waiting for a Translate job
+    task = waiting_task()
+    register(task.token)
+    event = translate_event("COMPLETED")
+
+    # When the job's COMPLETED event arrives
+    status = invoke("resume_job", event)["status"]
+
+    # Then the task succeeds with the event detail plus service, job id and status as its output
+    assert status == "RESUMED"
+    execution = task.wait_until_closed()
+    assert execution["status"] == "SUCCEEDED"
+    assert json.loads(execution["output"]) == {
+        **event["detail"],
+        "service": "translate",
+        "jobId": JOB_ID,
+        "status": "COMPLETED",
+    }
+    assert len(sfn_spy.calls_to("send_task_success")) == 1
+
+
+@pytest.mark.parametrize("job_status", UNSUCCESSFUL)
+def test_an_unsuccessful_job_fails_the_task_with_an_error_named_after_the_status(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, job_status: str
+) -> None:
+    # Given a workflow waiting for a Translate job
+    task = waiting_task()
+    register(task.token)
+
+    # When the job ends unsuccessfully
+    status = complete(job_status)
+
+    # Then the task fails with `Translate.<STATUS>` (what a Catch matches) and a cause naming the job
+    assert status == "RESUMED"
+    execution = task.wait_until_closed()
+    assert (execution["status"], execution["error"]) == ("FAILED", f"Translate.{job_status}")
+    # moto drops the cause from DescribeExecution (offline-cloud.md gap 7): read it from the call itself
+    [failure] = sfn_spy.calls_to("send_task_failure")
+    assert failure["error"] == f"Translate.{job_status}"
+    assert JOB_ID in failure["cause"]
+    assert job_status in failure["cause"]
+    assert sfn_spy.calls_to("send_task_success") == []
+    assert aws.item(JOB_KEY) is None
+
+
+@pytest.mark.parametrize("job_status", NOT_TERMINAL)
+def test_a_status_that_does_not_end_the_job_is_ignored(aws: Aws, job_status: str) -> None:
+    # Given no registration for the job
+    # When an event with a status that does not end the job arrives
+    status = complete(job_status)
+
+    # Then it is ignored and nothing is written
+    assert status == "IGNORED"
+    assert aws.items() == []
+
+
+@pytest.mark.parametrize("job_status", NOT_TERMINAL)
+def test_a_status_that_does_not_end_the_job_leaves_the_waiting_task_alone(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, job_status: str
+) -> None:
+    # Given a workflow waiting for a Translate job
+    task = waiting_task()
+    register(task.token)
+    stored = aws.item(JOB_KEY)
+
+    # When an event with a status that does not end the job arrives
+    status = complete(job_status)
+
+    # Then the task keeps waiting and its token stays registered
+    assert status == "IGNORED"
+    assert sfn_spy.calls == []
+    assert task.status() == "RUNNING"
+    assert aws.item(JOB_KEY) == stored
+
+
+@pytest.mark.parametrize(
+    ("source", "detail_type"),
+    [
+        ("aws.transcribe", "Transcribe Job State Change"),
+        ("aws.translate", "Translate Parallel Data State Change"),
+    ],
+)
+def test_an_event_no_adapter_knows_is_refused(aws: Aws, source: str, detail_type: str) -> None:
+    # Given an event from a source or of a detail-type no adapter handles (a rule wider than the adapters)
+    event = {**translate_event("COMPLETED"), "source": source, "detail-type": detail_type}
+
+    # When it reaches the resume function
+    with pytest.raises(UnknownJobEventError) as refused:
+        invoke("resume_job", event)
+
+    # Then it fails with a named error (the event goes to the on-failure destination), nothing written
+    assert source in str(refused.value)
+    assert aws.items() == []
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Logs
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def function_logs(aws: Aws) -> Iterator[io.StringIO]:
+    """What the functions' Powertools logger writes (to stdout, i.e. CloudWatch Logs, on Lambda)."""
+    handler = importlib.import_module("shared.observability").logger.registered_handler
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.setStream(previous)
+
+
+def test_task_tokens_never_appear_in_the_logs(
+    aws: Aws,
+    waiting_task: Callable[..., WaitingTask],
+    function_logs: io.StringIO,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Given workflows going through every path that logs: registration, resume, duplicate, early completion,
+    # conflict, a closed task, an invalid registration
+    caplog.set_level(logging.INFO)
+    errors: list[str] = []
+    resumed, early, closed = waiting_task(), waiting_task(), waiting_task()
+    tokens = [resumed.token, early.token, closed.token, "conflicting-token-0123456789"]
+
+    # When they run
+    register(resumed.token, "job-resumed")
+    register(resumed.token, "job-resumed")
+    complete("COMPLETED", "job-resumed")
+    complete("FAILED", "job-early")
+    register(early.token, "job-early")
+    register(closed.token, "job-closed")
+    closed.stop()
+    try:
+        register(tokens[3], "job-closed")
+    except TokenConflictError as exc:
+        errors.append(repr(exc))
+    complete("COMPLETED", "job-closed")
+    try:
+        invoke("register_token", {"service": "translate", "taskToken": tokens[3]})
+    except ValidationError as exc:
+        errors.append(str(exc))
+
+    # Then the logs refer to tokens only by their reference, and no token appears in clear anywhere
+    captured = capsys.readouterr()
+    function_records = [record for record in caplog.records if not record.name.startswith("moto")]
+    logged = "\n".join(
+        [function_logs.getvalue(), captured.out, captured.err, *errors]
+        + [f"{record.getMessage()} {copy.copy(record.__dict__)}" for record in function_records]
+    )
+    token_ref = importlib.import_module("shared.observability").token_ref
+    assert token_ref(resumed.token) in function_logs.getvalue()
+    assert token_ref(closed.token) in function_logs.getvalue()
+    assert "already closed" in function_logs.getvalue()
+    for token in tokens:
+        assert token not in logged
