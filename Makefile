@@ -32,11 +32,8 @@ lint: install
 	$(SAM) validate --lint --template template.yaml
 	$(PY) -m localcloud.aslcheck statemachines/*.asl.json
 
-# One pytest process per suite: an offline cloud owns process-wide state (moto's backends, patches, os.environ).
 test: $(VENV)/.installed
-	$(PY) -m pytest tests/unit
-	$(PY) -m pytest tests/localcloud
-	$(PY) -m pytest tests/workflows
+	$(PY) -m pytest
 
 build: $(SAM_VENV)/.installed
 	$(SAM) build --template template.yaml

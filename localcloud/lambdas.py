@@ -250,21 +250,21 @@ class LambdaRuntime:
         code's modules, as a cold start in its own process would."""
         code_dir = self._code_dir(fn)
         module_name, _, attribute = (fn.handler or "").rpartition(".")
-        if str(code_dir) not in sys.path:
-            sys.path.insert(0, str(code_dir))
-        for name in [n for n, m in list(sys.modules.items()) if _defined_under(m, code_dir)]:
+        # The code's top-level packages (e.g. `handlers`) may also exist in another function's code: this code
+        # directory goes first on sys.path and every module of those names is unloaded, wherever it came from.
+        if str(code_dir) in sys.path:
+            sys.path.remove(str(code_dir))
+        sys.path.insert(0, str(code_dir))
+        packages = {p.stem for p in code_dir.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
+        for name in [n for n in list(sys.modules) if n.split(".")[0] in packages]:
             del sys.modules[name]
+        importlib.invalidate_caches()
         with function_environment(self._variables(fn)):
             module = importlib.import_module(module_name)
         handler = getattr(module, attribute, None)
         if not callable(handler):
             raise RuntimeError(f"{fn.function_name}: Handler {fn.handler} not found in {code_dir}")
         return handler  # type: ignore[no-any-return]
-
-
-def _defined_under(module: Any, directory: Path) -> bool:
-    file: str | None = getattr(module, "__file__", None)
-    return file is not None and Path(file).resolve().is_relative_to(directory)
 
 
 def _header(headers: Any, name: str) -> str | None:

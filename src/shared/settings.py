@@ -1,5 +1,6 @@
 """Settings from the function's environment, validated once at cold start."""
 
+import os
 from functools import cache
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,4 @@ class CallbackSettings(BaseModel):
 
 @cache
 def callback_settings() -> CallbackSettings:
-    import os
-
     return CallbackSettings.model_validate(dict(os.environ))
