@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         overrides.setdefault("aws_port", 0)
         overrides.setdefault("http_port", 0)
         overrides.setdefault("speedup", 60.0)
-        overrides["parameters"] = {"LogLevel": "WARNING"}  # keep the handlers' INFO logs out of the walkthrough
+        # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once.
+        overrides["parameters"] = {"LogLevel": "WARNING", "ReconcileAfterSeconds": "0"}
     config = CloudConfig.from_env(**overrides)
     return serve(config) if args.command == "serve" else demo(config)
 

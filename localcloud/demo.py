@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from localcloud.cloud import LocalCloud
+from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 
 
@@ -37,38 +38,76 @@ def wait_for_execution(
         time.sleep(0.2)
 
 
-def translate_flow(cloud: LocalCloud) -> str:
-    """Translate two documents; the workflow waits for Translate's completion event, then shows the output."""
-    cloud.add_simulator(TranslateSimulator(cloud.config.region, delay_seconds=120, speedup=cloud.config.speedup))
+DOCUMENTS = {
+    "welcome.txt": "Welcome to callback-kit.",
+    "contact.txt": "Questions? Write to jane.doe@example.com or call 555-0100.",
+    "notes.txt": "No polling was harmed.",
+}
+
+
+def _documents_run(cloud: LocalCloud, folder: str) -> dict[str, Any]:
+    """Upload the demo documents under `folder`, run the documents workflow over them, return DescribeExecution."""
     bucket = cloud.stack.outputs["DocumentBucketName"]
-    s3 = cloud.client("s3")
-    for name, text in {"welcome.txt": "Welcome to callback-kit.", "notes.txt": "No polling was harmed."}.items():
-        s3.put_object(Bucket=bucket, Key=f"demo/input/{name}", Body=text.encode())
+    for name, text in DOCUMENTS.items():
+        cloud.client("s3").put_object(Bucket=bucket, Key=f"{folder}/input/{name}", Body=text.encode())
     request = {
-        "inputPrefix": "demo/input/",
-        "outputPrefix": "demo/output/",
+        "inputPrefix": f"{folder}/input/",
+        "outputPrefix": f"{folder}/output/",
         "sourceLanguage": "en",
         "targetLanguages": ["es", "fr"],
     }
-    print(f"    start TranslateWorkflow {json.dumps(request)}  (simulated job: 2 minutes at the demo's speed-up)")
+    print(f"    start DocumentsWorkflow {json.dumps(request)}")
     execution = cloud.client("stepfunctions").start_execution(
-        stateMachineArn=cloud.stack.outputs["TranslateWorkflowArn"], input=json.dumps(request)
+        stateMachineArn=cloud.stack.outputs["DocumentsWorkflowArn"], input=json.dumps(request)
     )
     described = wait_for_execution(cloud, execution["executionArn"])
     if described["status"] != "SUCCEEDED":
         raise AssertionError(f"execution ended {described['status']}: {described.get('error')}")
+    return described
+
+
+def documents_flow(cloud: LocalCloud) -> str:
+    """Translate and classify three documents in parallel; tag them and their translations pii=true|false."""
+    region, speedup = cloud.config.region, cloud.config.speedup
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, speedup=speedup))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, speedup=speedup))
+    print("    simulated jobs: Translate 2 minutes, Macie 3 minutes (at the demo's speed-up)")
+    described = _documents_run(cloud, "demo")
+    bucket, s3 = cloud.stack.outputs["DocumentBucketName"], cloud.client("s3")
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="demo/").get("Contents", [])
+    documents = sorted(o["Key"] for o in listed if "/details/" not in o["Key"])
+    days = {
+        rule["Filter"]["Tag"]["Value"]: rule["Expiration"]["Days"]
+        for rule in s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    }
+    for key in documents:
+        pii = {t["Key"]: t["Value"] for t in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}.get("pii")
+        print(f"    {key:<40} pii={pii:<5} expires after {days[str(pii)]} days")
+    tagged = json.loads(described["output"])["tagged"]
+    if tagged != {"documents": 3, "translations": 6, "withPii": 1}:
+        raise AssertionError(f"unexpected tagging result {tagged}")
+    counts = f"{tagged['documents']} documents and {tagged['translations']} translations tagged"
+    return f"{counts}, {tagged['withPii']} with PII"
+
+
+def lost_events_flow(cloud: LocalCloud) -> str:
+    """Both jobs finish but their completion events are lost; the scheduled reconciler resumes the workflow."""
+    region, speedup = cloud.config.region, cloud.config.speedup
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, speedup=speedup, drop_events=True))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=60, speedup=speedup, drop_logs=True))
+    print("    simulated jobs finish after 1 minute; Translate's event and Macie's log line are dropped")
+    started = time.monotonic()
+    described = _documents_run(cloud, "demo-lost")
     output = json.loads(described["output"])
-    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="demo/output/").get("Contents", [])]
-    translated = [k for k in keys if "/details/" not in k]
-    if len(translated) != 4:
-        raise AssertionError(f"expected 4 translated documents, found {translated}")
-    for key in translated:
-        print(f"    {key}: {s3.get_object(Bucket=bucket, Key=key)['Body'].read().decode()!r}")
-    return f"job {output['jobId']} {output['status']}, {len(translated)} translated documents"
+    return (
+        f"resumed by the reconciler after {time.monotonic() - started:.1f}s: translation "
+        f"{output['translation']['status']}, classification {output['classification']['status']}"
+    )
 
 
 FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
-    ("Translate batch job resumed by its completion event", translate_flow),
+    ("Translate || Macie, resumed by their completion events, then pii tags", documents_flow),
+    ("Lost completion events, recovered by the reconciler", lost_events_flow),
 ]
 
 

@@ -168,6 +168,7 @@ def deploy(
     resources = _resources(cfn, described["StackId"], region)
     _move_state_machines_to_executing_backend(resources, region)
     _enable_table_ttl(resources, region)
+    _apply_bucket_lifecycle_rules(resources, region)
     outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
     return Stack(name=stack_name, outputs=outputs, resources=resources)
 
@@ -220,3 +221,31 @@ def _enable_table_ttl(resources: list[Resource], region: str) -> None:
                 TableName=resource.physical_id,
                 TimeToLiveSpecification={"AttributeName": spec["AttributeName"], "Enabled": True},
             )
+
+
+def _apply_bucket_lifecycle_rules(resources: list[Resource], region: str) -> None:
+    """moto's CloudFormation ignores a bucket's LifecycleConfiguration; put it as CloudFormation does, so it can be
+    read back (moto stores lifecycle rules but never expires objects)."""
+    client = boto3.client("s3", region_name=region)
+    for resource in resources:
+        rules = resource.properties.get("LifecycleConfiguration", {}).get("Rules")
+        if resource.type == "AWS::S3::Bucket" and rules:
+            client.put_bucket_lifecycle_configuration(
+                Bucket=resource.physical_id, LifecycleConfiguration={"Rules": [_lifecycle_rule(r) for r in rules]}
+            )
+
+
+def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A CloudFormation lifecycle rule in the S3 API's shape (the subset this project's templates use)."""
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in rule.get("TagFilters", [])]
+    if len(tags) > 1 or (tags and rule.get("Prefix")):
+        filter_: dict[str, Any] = {"And": {"Prefix": rule.get("Prefix", ""), "Tags": tags}}
+    else:
+        filter_ = {"Tag": tags[0]} if tags else {"Prefix": rule.get("Prefix", "")}
+    converted: dict[str, Any] = {"ID": rule.get("Id", ""), "Status": rule["Status"], "Filter": filter_}
+    if "ExpirationInDays" in rule:
+        converted["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    unsupported = set(rule) - {"Id", "Status", "Prefix", "TagFilters", "ExpirationInDays"}
+    if unsupported:
+        raise UnsupportedResourceError(f"lifecycle rule properties not supported offline: {sorted(unsupported)}")
+    return converted

@@ -6,10 +6,12 @@ each one and fails if moto changes underneath (the patched attribute disappears 
 
 from __future__ import annotations
 
+import json
 import uuid
 from functools import cache
 from typing import Any
 
+import boto3
 import botocore.session
 from botocore import xform_name
 from botocore.model import ServiceModel
@@ -20,6 +22,7 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, HeartbeatEndpoint
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
@@ -102,6 +105,59 @@ def _evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
         raise
 
 
+_original_terminated = BaseExecutionWorkerCommunication.terminated
+_original_execution_start = Execution.start
+
+
+def status_change_event(execution: Execution) -> dict[str, Any]:
+    """The `Step Functions Execution Status Change` detail AWS sends (dates in epoch milliseconds)."""
+
+    def millis(value: Any) -> int | None:
+        return int(value.timestamp() * 1000) if value else None
+
+    status = execution.exec_status
+    return {
+        "executionArn": execution.exec_arn,
+        "stateMachineArn": execution.state_machine.arn,
+        "name": execution.name,
+        "status": status.value if hasattr(status, "value") else str(status),
+        "startDate": millis(execution.start_date),
+        "stopDate": millis(execution.stop_date),
+        "input": json.dumps(execution.input_data) if execution.input_data is not None else None,
+        "output": json.dumps(execution.output) if execution.output is not None else None,
+        "inputDetails": {"included": True},
+        "outputDetails": {"included": True} if execution.output is not None else None,
+        "error": execution.error,
+        "cause": execution.cause,
+    }
+
+
+def _announce(execution: Execution) -> None:
+    detail = status_change_event(execution)
+    boto3.client("events", region_name=execution.region_name).put_events(
+        Entries=[
+            {
+                "Source": "aws.states",
+                "DetailType": "Step Functions Execution Status Change",
+                "Detail": json.dumps(detail),
+                "Resources": [execution.exec_arn],
+            }
+        ]
+    )
+
+
+def _terminated(self: BaseExecutionWorkerCommunication) -> None:
+    """Not a gap of the interpreter but of moto's EventBridge integration: Step Functions sends a
+    `Step Functions Execution Status Change` event when an execution starts and when it ends; moto sends none."""
+    _original_terminated(self)
+    _announce(self.execution)
+
+
+def _execution_start(self: Execution) -> None:
+    _original_execution_start(self)
+    _announce(self)
+
+
 _original_start_execution = StepFunctionsParserBackend.start_execution
 
 
@@ -120,3 +176,5 @@ def install() -> None:
     ExecutionWorker.stop = _stop  # type: ignore[method-assign]
     ExecutionState._evaluate_with_timeout = _evaluate_with_timeout  # type: ignore[method-assign]
     StepFunctionsParserBackend.start_execution = _start_execution  # type: ignore[method-assign]
+    BaseExecutionWorkerCommunication.terminated = _terminated  # type: ignore[method-assign]
+    Execution.start = _execution_start  # type: ignore[method-assign]

@@ -13,8 +13,10 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlsplit
 
@@ -45,6 +47,13 @@ class Simulator:
         self.delay_seconds = delay_seconds
         self.speedup = speedup
         self._timers: list[threading.Timer] = []
+        self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
+
+    def now(self) -> datetime:
+        """The simulated clock: starts at the wall-clock time of construction and runs `speedup` times faster."""
+        return datetime.fromtimestamp(
+            self._start_virtual.timestamp() + (time.monotonic() - self._start_real) * self.speedup, UTC
+        )
 
     def later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run `action` after `seconds` of simulated time."""

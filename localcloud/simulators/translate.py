@@ -33,10 +33,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 import boto3
@@ -146,13 +145,6 @@ class TranslateSimulator(Simulator):
         self.jobs: dict[str, _Job] = {}
         self._by_token: dict[str, str] = {}
         self._lock = threading.Lock()
-        self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
-
-    def now(self) -> datetime:
-        """The simulated clock: starts at the wall-clock time of construction and runs `speedup` times faster."""
-        return datetime.fromtimestamp(
-            self._start_virtual.timestamp() + (time.monotonic() - self._start_real) * self.speedup, UTC
-        )
 
     # --- operations -------------------------------------------------------------------------------------------
 

@@ -1,16 +1,26 @@
-"""Service adapters: how each asynchronous service reports a finished job.
+"""Service adapters: how each asynchronous service reports a finished job, by event and through its API.
 
-An adapter is a small declarative description (event source, detail-type, where the job id and status are, which
-statuses end a job and which of those are successes) plus the code that turns one of its events into an Outcome.
-To support another service, add an Adapter to ADAPTERS and an EventBridge rule for its terminal events.
+An adapter is a small declarative description (the event's source and detail-types, where the job id and the status
+are, which statuses end a job and which of those succeed) plus one `describe` call that asks the service for a job's
+status in the same vocabulary. An event and a describe therefore produce the same Outcome, and the reconciler
+resumes a job whose event was lost through the same code path as the event would have.
+
+To support another service: add an Adapter to ADAPTERS, an EventBridge rule for its terminal events on the resume
+function (template.yaml) and a sample event under events/.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
-from shared.exceptions import UnknownJobEventError
+from shared.aws import account_id, client
+from shared.exceptions import UnknownJobEventError, UnknownServiceError
+
+Detail = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -19,23 +29,23 @@ class Outcome:
     job_id: str
     status: str
     succeeded: bool
-    detail: dict[str, Any]
+    detail: Detail
 
     @property
     def error(self) -> str:
         """The error name a waiting task's Catch can match, e.g. `Translate.FAILED`."""
-        return f"{self.service.capitalize()}.{self.status}"
+        return f"{adapter(self.service).name}.{self.status}"
 
     @property
     def cause(self) -> str:
-        message = self.detail.get("message") or self.detail.get("errorMessage")
+        message = next((self.detail[k] for k in MESSAGE_FIELDS if self.detail.get(k)), None)
         return f"{self.service} job {self.job_id} ended {self.status}" + (f": {message}" if message else "")
 
-    def output(self) -> dict[str, Any]:
-        """What SendTaskSuccess returns to the workflow: the event detail plus normalised fields."""
+    def output(self) -> Detail:
+        """What SendTaskSuccess returns to the workflow: the job's detail plus normalised fields."""
         return {**self.detail, "service": self.service, "jobId": self.job_id, "status": self.status}
 
-    def to_item(self) -> dict[str, Any]:
+    def to_item(self) -> Detail:
         return {
             "service": self.service,
             "jobId": self.job_id,
@@ -45,50 +55,202 @@ class Outcome:
         }
 
     @classmethod
-    def from_item(cls, item: dict[str, Any]) -> Outcome:
+    def from_item(cls, item: Detail) -> Outcome:
         return cls(item["service"], item["jobId"], item["status"], bool(item["succeeded"]), dict(item["detail"]))
+
+
+# Where services put a human-readable reason (events and API responses spell it differently).
+MESSAGE_FIELDS = ("message", "Message", "errorMessage", "error_message", "description")
 
 
 @dataclass(frozen=True)
 class Adapter:
-    service: str
+    service: str  # namespaces the job id in the token table, and what registrations pass as "service"
+    name: str  # prefix of the error name a failure is reported with
     source: str
-    detail_type: str
-    job_id_field: str
-    status_field: str
+    detail_types: Mapping[str, str | None]  # detail-type -> the status it means, or None: read `status_field`
+    job_id: Callable[[Detail], str | None]
+    status_field: str | None
     successes: frozenset[str]
     failures: frozenset[str]
+    describe: Callable[[str], tuple[str, Detail]]  # job id -> (status, details) through the service's API
+    confirm_success: bool = False  # the success event may hide errors: ask the API before reporting success
 
-    def matches(self, event: dict[str, Any]) -> bool:
-        return event.get("source") == self.source and event.get("detail-type") == self.detail_type
+    def matches(self, event: Detail) -> bool:
+        return event.get("source") == self.source and event.get("detail-type") in self.detail_types
 
-    def outcome(self, event: dict[str, Any]) -> Outcome | None:
+    def outcome(self, event: Detail) -> Outcome | None:
         """The job's outcome, or None when the status is not terminal (never treated as completion)."""
         detail = event.get("detail") or {}
-        job_id, status = detail.get(self.job_id_field), detail.get(self.status_field)
+        status = self.detail_types[event["detail-type"]] or (detail.get(self.status_field or ""))
+        outcome = self._outcome(self.job_id(detail), status, detail)
+        if outcome is not None and outcome.succeeded and self.confirm_success:
+            return self.current(outcome.job_id) or outcome  # not yet terminal through the API: trust the event
+        return outcome
+
+    def current(self, job_id: str) -> Outcome | None:
+        """Ask the service for the job; its Outcome if it has ended, else None."""
+        status, detail = self.describe(job_id)
+        return self._outcome(job_id, status, json.loads(json.dumps(detail, default=str)))
+
+    def _outcome(self, job_id: str | None, status: Any, detail: Detail) -> Outcome | None:
         if not job_id or status not in self.successes | self.failures:
             return None
-        return Outcome(self.service, str(job_id), str(status), status in self.successes, detail)
+        return Outcome(self.service, job_id, str(status), status in self.successes, detail)
+
+
+def _describe_translate(job_id: str) -> tuple[str, Detail]:
+    props = client("translate").describe_text_translation_job(JobId=job_id)["TextTranslationJobProperties"]
+    return props["JobStatus"], props
 
 
 TRANSLATE = Adapter(
     service="translate",
+    name="Translate",
     source="aws.translate",
-    detail_type="Translate TextTranslationJob State Change",
-    job_id_field="jobId",
+    detail_types={"Translate TextTranslationJob State Change": None},
+    job_id=lambda detail: detail.get("jobId"),
     status_field="jobStatus",
     successes=frozenset({"COMPLETED"}),
     failures=frozenset({"COMPLETED_WITH_ERROR", "FAILED", "STOPPED"}),
+    describe=_describe_translate,
 )
 
-ADAPTERS = (TRANSLATE,)
+
+# Macie publishes no job event: the forward_macie_logs function relays its job log events under this source.
+MACIE_EVENT_SOURCE = "callback-kit.macie"
+MACIE_EVENT_DETAIL_TYPE = "Macie Classification Job Log Event"
+# Job-level errors Macie logs while a job runs: the job goes on to "complete", but without having analysed what it
+# was asked to, so the workflow must not treat its (missing) findings as "no sensitive data".
+MACIE_ERRORS = frozenset(
+    {
+        "ACCOUNT_DISABLED",
+        "ACCOUNT_DISASSOCIATED",
+        "ACCOUNT_ISOLATED",
+        "ACCOUNT_REGION_DISABLED",
+        "ACCOUNT_SUSPENDED",
+        "ACCOUNT_TERMINATED",
+        "BUCKET_ACCESS_DENIED",
+        "BUCKET_DETAILS_UNAVAILABLE",
+        "BUCKET_DOES_NOT_EXIST",
+        "BUCKET_IN_DIFFERENT_REGION",
+        "BUCKET_OWNER_CHANGED",
+    }
+)
 
 
-def outcome_of(event: dict[str, Any]) -> Outcome | None:
+def macie_log_entry(message: str, timestamp_ms: int) -> Detail:
+    """A PutEvents entry relaying one Macie job log event (its JSON message becomes the detail, unchanged)."""
+    return {
+        "Source": MACIE_EVENT_SOURCE,
+        "DetailType": MACIE_EVENT_DETAIL_TYPE,
+        "Detail": json.dumps(json.loads(message)),
+        "Time": datetime.fromtimestamp(timestamp_ms / 1000, UTC),
+        "Resources": [],
+    }
+
+
+def _describe_macie(job_id: str) -> tuple[str, Detail]:
+    """DescribeClassificationJob says COMPLETE / CANCELLED; map them onto the log's event types."""
+    job = client("macie2").describe_classification_job(jobId=job_id)
+    job.pop("ResponseMetadata", None)
+    status = {"COMPLETE": "JOB_COMPLETED", "CANCELLED": "JOB_CANCELLED"}.get(job["jobStatus"], job["jobStatus"])
+    if status == "JOB_COMPLETED" and job.get("lastRunErrorStatus", {}).get("code") == "ERROR":
+        status = "JOB_COMPLETED_WITH_ERRORS"
+    return status, job
+
+
+MACIE = Adapter(
+    service="macie",
+    name="Macie",
+    source=MACIE_EVENT_SOURCE,
+    detail_types={MACIE_EVENT_DETAIL_TYPE: None},
+    job_id=lambda detail: detail.get("jobId"),
+    status_field="eventType",
+    successes=frozenset({"JOB_COMPLETED"}),
+    failures=frozenset({"JOB_CANCELLED", "JOB_COMPLETED_WITH_ERRORS", *MACIE_ERRORS}),
+    describe=_describe_macie,
+    # JOB_COMPLETED is also logged after job-level errors (the job "completes" without having read everything);
+    # only DescribeClassificationJob's lastRunErrorStatus tells, so a JOB_COMPLETED is confirmed through it.
+    confirm_success=True,
+)
+
+
+def _describe_bda(job_id: str) -> tuple[str, Detail]:
+    """GetDataAutomationStatus takes the invocation ARN; BDA's events carry only its last part."""
+    bda = client("bedrock-data-automation-runtime")
+    arn = f"arn:aws:bedrock:{bda.meta.region_name}:{account_id()}:data-automation-invocation/{job_id}"
+    response = bda.get_data_automation_status(invocationArn=arn)
+    response.pop("ResponseMetadata", None)
+    return response["status"], response
+
+
+BEDROCK_DATA_AUTOMATION = Adapter(
+    service="bda",
+    name="BedrockDataAutomation",
+    source="aws.bedrock",
+    detail_types={  # the detail-type is the outcome; statuses are spelled as GetDataAutomationStatus does
+        "Bedrock Data Automation Job Created": "Created",
+        "Bedrock Data Automation Job Succeeded": "Success",
+        "Bedrock Data Automation Job Failed With Client Error": "ClientError",
+        "Bedrock Data Automation Job Failed With Service Error": "ServiceError",
+    },
+    job_id=lambda detail: detail.get("job_id"),
+    status_field=None,
+    successes=frozenset({"Success"}),
+    failures=frozenset({"ClientError", "ServiceError"}),
+    describe=_describe_bda,
+)
+
+
+def healthlake_job_id(datastore_id: str, job_id: str) -> str:
+    """HealthLake job ids are unique per data store, and DescribeFHIRExportJob needs both."""
+    return f"{datastore_id}/{job_id}"
+
+
+def _describe_healthlake(job_id: str) -> tuple[str, Detail]:
+    datastore_id, _, export_id = job_id.partition("/")
+    props = client("healthlake").describe_fhir_export_job(DatastoreId=datastore_id, JobId=export_id)
+    return props["ExportJobProperties"]["JobStatus"], props["ExportJobProperties"]
+
+
+HEALTHLAKE = Adapter(
+    service="healthlake",
+    name="HealthLake",
+    source="aws.healthlake",
+    detail_types={  # no status field: the detail-type is the status; spelled as DescribeFHIRExportJob does
+        "Export Job Submitted": "SUBMITTED",
+        "Export Job Queued": "QUEUED",
+        "Export Job In Progress": "IN_PROGRESS",
+        "Export Job Completed": "COMPLETED",
+        "Export Job Completed With Errors": "COMPLETED_WITH_ERRORS",
+        "Export Job Failed": "FAILED",
+    },
+    job_id=lambda detail: (
+        healthlake_job_id(detail["datastoreId"], detail["jobId"])
+        if detail.get("datastoreId") and detail.get("jobId")
+        else None
+    ),
+    status_field=None,
+    successes=frozenset({"COMPLETED"}),
+    failures=frozenset({"COMPLETED_WITH_ERRORS", "FAILED", "CANCEL_COMPLETED"}),
+    describe=_describe_healthlake,
+)
+
+ADAPTERS = {a.service: a for a in (TRANSLATE, MACIE, BEDROCK_DATA_AUTOMATION, HEALTHLAKE)}
+
+
+def adapter(service: str) -> Adapter:
+    if service not in ADAPTERS:
+        raise UnknownServiceError(f"unknown service {service!r}; known services: {', '.join(ADAPTERS)}")
+    return ADAPTERS[service]
+
+
+def outcome_of(event: Detail) -> Outcome | None:
     """Turn a completion event into an Outcome through the adapter that recognises it."""
-    for adapter in ADAPTERS:
-        if adapter.matches(event):
-            return adapter.outcome(event)
+    for candidate in ADAPTERS.values():
+        if candidate.matches(event):
+            return candidate.outcome(event)
     raise UnknownJobEventError(
         f"no adapter for source={event.get('source')!r} detail-type={event.get('detail-type')!r}"
     )

@@ -14,3 +14,8 @@ def client(service: str) -> Any:
 @cache
 def table(name: str) -> Any:
     return boto3.resource("dynamodb").Table(name)
+
+
+@cache
+def account_id() -> str:
+    return str(client("sts").get_caller_identity()["Account"])

@@ -15,7 +15,7 @@ from functools import cache
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from shared.adapters import Outcome
+from shared.adapters import Outcome, adapter
 from shared.aws import client
 from shared.exceptions import TokenConflictError
 from shared.observability import logger, metrics, token_ref
@@ -33,6 +33,16 @@ class Result(StrEnum):
     ALREADY_CLOSED = "ALREADY_CLOSED"  # the task had timed out or was already resumed
 
 
+def _tolerated(exc: ClientError, task_token: str, job_id: str) -> bool:
+    """Whether the error only says the task is already closed (timed out, resumed, or its execution ended)."""
+    code = exc.response["Error"]["Code"]
+    if code not in TOLERATED_CALLBACK_ERRORS:
+        return False
+    logger.info("task already closed", extra={"error": code, "token": token_ref(task_token), "jobId": job_id})
+    metrics.add_metric(name="CallbackAlreadyClosed", unit=MetricUnit.Count, value=1)
+    return True
+
+
 def send_outcome(task_token: str, outcome: Outcome) -> Result:
     """SendTaskSuccess with the outcome as output, or SendTaskFailure with `<Service>.<Status>`."""
     sfn = client("stepfunctions")
@@ -42,20 +52,25 @@ def send_outcome(task_token: str, outcome: Outcome) -> Result:
         else:
             sfn.send_task_failure(taskToken=task_token, error=outcome.error, cause=outcome.cause[:32768])
     except ClientError as exc:
-        code = exc.response["Error"]["Code"]
-        if code not in TOLERATED_CALLBACK_ERRORS:
+        if not _tolerated(exc, task_token, outcome.job_id):
             raise
-        logger.info(
-            "callback not delivered: task already closed",
-            extra={"error": code, "token": token_ref(task_token), "jobId": outcome.job_id},
-        )
-        metrics.add_metric(name="CallbackAlreadyClosed", unit=MetricUnit.Count, value=1)
         return Result.ALREADY_CLOSED
     logger.info(
         "task resumed", extra={"token": token_ref(task_token), "jobId": outcome.job_id, "status": outcome.status}
     )
     metrics.add_metric(name="TaskResumed", unit=MetricUnit.Count, value=1)
     return Result.RESUMED
+
+
+def send_heartbeat(task_token: str, job_id: str) -> bool:
+    """SendTaskHeartbeat; False if the task is already closed."""
+    try:
+        client("stepfunctions").send_task_heartbeat(taskToken=task_token)
+    except ClientError as exc:
+        if not _tolerated(exc, task_token, job_id):
+            raise
+        return False
+    return True
 
 
 class Callbacks:
@@ -65,6 +80,7 @@ class Callbacks:
 
     def register(self, service: str, job_id: str, task_token: str, ttl_seconds: int | None = None) -> Result:
         """Pair `task_token` with the job. A retried registration is a no-op; another token is refused."""
+        adapter(service)  # an unknown service is refused before anything is written
         key = job_key(service, job_id)
         for _ in range(2):  # the second pass only runs if the entry expired between the write and the read
             if self.store.put_token(key, task_token, ttl_seconds or self.default_ttl_seconds):

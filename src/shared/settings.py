@@ -10,6 +10,7 @@ class CallbackSettings(BaseModel):
     token_table: str = Field(alias="TOKEN_TABLE", min_length=1)
     task_timeout_seconds: int = Field(alias="TASK_TIMEOUT_SECONDS", gt=0)
     token_ttl_margin_seconds: int = Field(alias="TOKEN_TTL_MARGIN_SECONDS", ge=0)
+    reconcile_after_seconds: int = Field(alias="RECONCILE_AFTER_SECONDS", ge=0)
 
     @property
     def default_token_ttl_seconds(self) -> int:

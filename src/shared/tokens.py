@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,16 @@ class Entry:
     token: str | None
     outcome: Outcome | None
     expires_at: int
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A registered task token whose job has not reported back yet."""
+
+    service: str
+    job_id: str
+    token: str
+    registered_at: int
 
 
 def job_key(service: str, job_id: str) -> str:
@@ -42,6 +53,24 @@ class TokenStore:
             return None
         outcome = Outcome.from_item(json.loads(item["outcome"])) if "outcome" in item else None
         return Entry(item.get("token"), outcome, int(item["expiresAt"]))
+
+    def waiting(self, registered_before: int) -> Iterator[Waiting]:
+        """Every live token registered before the given time (a scan: the table only holds jobs in flight)."""
+        now = int(time.time())
+        kwargs: dict[str, Any] = {
+            "FilterExpression": "attribute_exists(#t) AND registeredAt <= :before AND expiresAt > :now",
+            "ExpressionAttributeNames": {"#t": "token"},
+            "ExpressionAttributeValues": {":before": registered_before, ":now": now},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self._table.scan(**kwargs)
+            for item in page.get("Items", []):
+                service, _, job_id = str(item["jobKey"]).partition("#")
+                yield Waiting(service, job_id, str(item["token"]), int(item["registeredAt"]))
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def put_token(self, key: str, token: str, ttl_seconds: int) -> bool:
         """Store the token unless a live entry exists; return whether it was stored."""

@@ -7,10 +7,13 @@ moto's fixes from localcloud.sfn are installed so that StopExecution ends a call
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import boto3
 import pytest
+from botocore.stub import Stubber
 from moto import mock_aws
 
 from localcloud import sfn as sfn_fixes
@@ -19,12 +22,14 @@ from tests.unit.support import (
     REGION,
     Aws,
     ClientSpy,
+    EventBus,
     WaitingTask,
     Workflows,
     check_observability,
     clear_caches,
     create_table,
     function_environment,
+    rule_patterns,
     use_project_sources,
 )
 
@@ -78,7 +83,7 @@ def aws(offline_account: tuple[Any, Workflows], monkeypatch: pytest.MonkeyPatch)
 @pytest.fixture
 def waiting_task(aws: Aws) -> Callable[..., WaitingTask]:
     """`waiting_task()` starts an execution parked on a `.waitForTaskToken` task and returns it with its token;
-    `waiting_task(timeout_seconds=1)` gives the task a timeout."""
+    `waiting_task(timeout_seconds=1)` gives the task a timeout, `waiting_task(heartbeat_seconds=60)` a heartbeat."""
     return aws.workflows.start
 
 
@@ -94,3 +99,62 @@ def sfn_spy(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> ClientSpy:
 
     monkeypatch.setattr(importlib.import_module("shared.callback"), "client", client)
     return spy
+
+
+@pytest.fixture
+def stubbed(aws: Aws) -> Iterator[Callable[[str], Stubber]]:
+    """`stubbed("macie2")`: the functions' own client for a service moto lacks (Macie classification jobs and
+    findings, Translate, Bedrock Data Automation, HealthLake), answering from botocore Stubber responses, which are
+    validated against the service's model. shared.aws caches one client per service, so every module of the
+    functions gets this one."""
+    stubbers: dict[str, Stubber] = {}
+
+    def stub(service: str) -> Stubber:
+        if service not in stubbers:
+            stubbers[service] = Stubber(importlib.import_module("shared.aws").client(service))
+            stubbers[service].activate()
+        return stubbers[service]
+
+    yield stub
+    for stubber in stubbers.values():
+        stubber.deactivate()
+
+
+@pytest.fixture
+def resume_rules(aws: Aws) -> Iterator[EventBus]:
+    """The template's EventBridge rules for the resume function on moto's default bus, targeting a queue."""
+    events = boto3.client("events", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName="resume-function-stand-in")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rules = rule_patterns("resume_job")
+    assert rules, "template.yaml: the resume function has no EventBridgeRule event"
+    for name, pattern in rules.items():
+        events.put_rule(Name=name, EventPattern=json.dumps(pattern))
+        events.put_targets(Rule=name, Targets=[{"Id": "ResumeJobFunction", "Arn": queue_arn}])
+    try:
+        yield EventBus(sqs, queue_url)
+    finally:
+        for name in rules:
+            events.remove_targets(Rule=name, Ids=["ResumeJobFunction"])
+            events.delete_rule(Name=name)
+        sqs.delete_queue(QueueUrl=queue_url)
+
+
+@pytest.fixture
+def s3_bucket(aws: Aws) -> Iterator[Callable[[str], Any]]:
+    """`s3 = s3_bucket(name)` creates the bucket on moto and returns an S3 client; the bucket goes after the test."""
+    s3 = boto3.client("s3", region_name=REGION)
+    created: list[str] = []
+
+    def create(name: str) -> Any:
+        s3.create_bucket(Bucket=name)
+        created.append(name)
+        return s3
+
+    yield create
+    for name in created:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+            for listed in page.get("Contents", []):
+                s3.delete_object(Bucket=name, Key=listed["Key"])
+        s3.delete_bucket(Bucket=name)

@@ -6,17 +6,24 @@ functions' environment variables (Globals), are read from template.yaml, so a te
 Step Functions runs for real on moto (`execute_state_machine`): `Workflows.start()` starts an execution whose one task
 waits with `.waitForTaskToken` and hands its token over an SQS queue, so SendTaskSuccess / SendTaskFailure act on
 a real task and DescribeExecution shows what the workflow saw.
+
+For what moto lacks (Translate, Macie classification jobs and findings, Bedrock Data Automation, HealthLake), the
+helpers at the end build what those services write and answer, in their documented shapes: describe responses,
+Translate's batch output layout, Macie findings and job log events, CloudWatch Logs subscription payloads.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
+import gzip
 import importlib
 import json
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +98,18 @@ def template_handlers() -> set[str]:
     }
 
 
+def rule_patterns(handler: str) -> dict[str, dict[str, Any]]:
+    """The EventBridge rule patterns that invoke the function with this handler, by their event's name."""
+    return {
+        name: event["Properties"]["Pattern"]
+        for resource in template()["Resources"].values()
+        if resource.get("Type") == "AWS::Serverless::Function"
+        and resource["Properties"]["Handler"] == f"handlers.{handler}.handler"
+        for name, event in resource["Properties"].get("Events", {}).items()
+        if event["Type"] == "EventBridgeRule"
+    }
+
+
 def create_table(logical_id: str) -> Any:
     """Create the table the template declares (key schema, attribute definitions, billing mode, TTL)."""
     properties = template()["Resources"][logical_id]["Properties"]
@@ -128,6 +147,10 @@ def clear_caches() -> None:
     aws = importlib.import_module("shared.aws")
     aws.client.cache_clear()
     aws.table.cache_clear()
+    aws.account_id.cache_clear()
+    reconcile_jobs = sys.modules.get("handlers.reconcile_jobs")  # its Reconciler holds the Callbacks of its cold start
+    if reconcile_jobs is not None:
+        reconcile_jobs.reconciler.cache_clear()
 
 
 def check_observability(environment: dict[str, str]) -> None:
@@ -208,11 +231,11 @@ class Workflows:
         self.sfn = boto3.client("stepfunctions", region_name=REGION)
         self.sqs = boto3.client("sqs", region_name=REGION)
         self.queue_url = self.sqs.create_queue(QueueName=f"{STACK}-task-tokens")["QueueUrl"]
-        self._machines: dict[int | None, str] = {}
+        self._machines: dict[tuple[int | None, int | None], str] = {}
         self._tokens: dict[str, str] = {}  # execution ARN -> token, for messages received while waiting for another
 
-    def _state_machine(self, timeout_seconds: int | None) -> str:
-        if timeout_seconds not in self._machines:
+    def _state_machine(self, timeout_seconds: int | None, heartbeat_seconds: int | None) -> str:
+        if (timeout_seconds, heartbeat_seconds) not in self._machines:
             task: dict[str, Any] = {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
@@ -224,18 +247,24 @@ class Workflows:
             }
             if timeout_seconds is not None:
                 task["TimeoutSeconds"] = timeout_seconds
+            if heartbeat_seconds is not None:
+                task["HeartbeatSeconds"] = heartbeat_seconds
             definition = {"StartAt": "WaitForJob", "States": {"WaitForJob": task}}
-            self._machines[timeout_seconds] = self.sfn.create_state_machine(
-                name=f"{STACK}-wait-{timeout_seconds or 'forever'}",
+            self._machines[(timeout_seconds, heartbeat_seconds)] = self.sfn.create_state_machine(
+                name=f"{STACK}-wait-{timeout_seconds or 'forever'}-heartbeat-{heartbeat_seconds or 'none'}",
                 definition=json.dumps(definition),
                 roleArn=ROLE_ARN,
             )["stateMachineArn"]
-        return self._machines[timeout_seconds]
+        return self._machines[(timeout_seconds, heartbeat_seconds)]
 
-    def start(self, timeout_seconds: int | None = None) -> WaitingTask:
-        """Start an execution and return it once its task is waiting, with the task's token."""
+    def start(self, timeout_seconds: int | None = None, heartbeat_seconds: int | None = None) -> WaitingTask:
+        """Start an execution and return it once its task is waiting, with the task's token. With
+        `heartbeat_seconds` the task has HeartbeatSeconds, as the workflows' waiting tasks do (moto answers
+        SendTaskHeartbeat for a task without it with InvalidToken)."""
         execution_arn = self.sfn.start_execution(
-            stateMachineArn=self._state_machine(timeout_seconds), name=f"wait-{uuid.uuid4()}", input="{}"
+            stateMachineArn=self._state_machine(timeout_seconds, heartbeat_seconds),
+            name=f"wait-{uuid.uuid4()}",
+            input="{}",
         )["executionArn"]
         deadline = time.monotonic() + WAIT_S
         while execution_arn not in self._tokens:
@@ -302,3 +331,263 @@ class Aws:
     def item(self, job_key: str) -> dict[str, Any] | None:
         item = self.table.get_item(Key={"jobKey": job_key}, ConsistentRead=True).get("Item")
         return dict(item) if item else None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# EventBridge
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class EventBus:
+    """The default event bus with the resume function's rules from template.yaml; an SQS queue stands in for the
+    function as their target, so what the rules would deliver can be read back."""
+
+    sqs: Any
+    queue_url: str
+
+    def delivered(self) -> list[dict[str, Any]]:
+        """Every event the rules delivered since the last call, once each (the queue is emptied)."""
+        events: list[dict[str, Any]] = []
+        while messages := self._receive():
+            for message in messages:
+                events.append(json.loads(message["Body"]))
+                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        return events
+
+    def _receive(self) -> list[dict[str, Any]]:
+        return list(self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", []))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The token table: time passing
+# ----------------------------------------------------------------------------------------------------------------
+def backdate_registration(aws: Aws, job_key: str, seconds: int) -> None:
+    """Make a registered token look `seconds` older (the reconciler only looks at tasks waiting long enough)."""
+    item = aws.item(job_key)
+    assert item is not None and "token" in item, f"no registered token under {job_key}"
+    aws.table.update_item(
+        Key={"jobKey": job_key},
+        UpdateExpression="SET registeredAt = :at",
+        ExpressionAttributeValues={":at": int(item["registeredAt"]) - seconds},
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CloudWatch Logs subscription events
+# ----------------------------------------------------------------------------------------------------------------
+MACIE_LOG_GROUP = "/aws/macie/classificationjobs"
+
+
+def logs_subscription_event(
+    log_events: list[dict[str, Any]],
+    log_stream: str,
+    log_group: str = MACIE_LOG_GROUP,
+    subscription_filter: str = f"{STACK}-ForwardMacieLogsFunctionMacieJobLog-UNITTEST",
+) -> dict[str, Any]:
+    """What a CloudWatch Logs subscription hands a Lambda function: `awslogs.data` = base64(gzip(JSON))."""
+    payload = {
+        "messageType": "DATA_MESSAGE",
+        "owner": ACCOUNT,
+        "logGroup": log_group,
+        "logStream": log_stream,
+        "subscriptionFilters": [subscription_filter],
+        "logEvents": log_events,
+    }
+    data = base64.b64encode(gzip.compress(json.dumps(payload).encode(), mtime=0)).decode()
+    return {"awslogs": {"data": data}}
+
+
+def logs_data(event: dict[str, Any]) -> dict[str, Any]:
+    """The decoded payload of a CloudWatch Logs subscription event."""
+    return dict(json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"]))))
+
+
+def macie_log_events(job_id: str, event_types: list[str], start_ms: int = 1_768_473_600_000) -> list[dict[str, Any]]:
+    """Log events of a Macie classification job as Macie writes them (one JSON message per event)."""
+    events = []
+    for n, event_type in enumerate(event_types):
+        message: dict[str, Any] = {
+            "adminAccountId": ACCOUNT,
+            "jobId": job_id,
+            "eventType": event_type,
+            "occurredAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime((start_ms + n * 1000) / 1000)),
+            "description": f"Macie logged {event_type} for the job.",
+            "jobName": f"documents-{job_id[:8]}",
+        }
+        if event_type.startswith("BUCKET_"):
+            message |= {
+                "operation": "ListObjectsV2",
+                "affectedAccount": ACCOUNT,
+                "affectedResource": {"type": "S3_BUCKET_NAME", "value": f"bucket-{n}"},
+            }
+        events.append({"id": f"{start_ms + n:056d}", "timestamp": start_ms + n * 1000, "message": json.dumps(message)})
+    return events
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Documents, their translations (as Amazon Translate writes them) and Macie findings
+# ----------------------------------------------------------------------------------------------------------------
+def translation_output(
+    s3: Any,
+    bucket: str,
+    input_prefix: str,
+    output_prefix: str,
+    job_id: str,
+    languages: list[str],
+    failed: frozenset[str] = frozenset(),
+) -> dict[str, list[str]]:
+    """Write what a finished Translate batch job writes for the documents under `input_prefix`: one translated file
+    per document and language under `<output prefix><account>-TranslateText-<job id>/`, and one auxiliary
+    translation details file per language under its `details/`. Documents in `failed` get an error entry instead of
+    a translation. Returns source key -> translated keys."""
+    sources = [
+        o["Key"]
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=input_prefix)
+        for o in page.get("Contents", [])
+        if not o["Key"].endswith("/")
+    ]
+    job_prefix = f"{output_prefix}{ACCOUNT}-TranslateText-{job_id}/"
+    translated: dict[str, list[str]] = {source: [] for source in sources}
+    for language in languages:
+        details = []
+        for source in sources:
+            source_file = source.removeprefix(input_prefix)
+            if source in failed:
+                details.append({"sourceFile": source_file, "errorMessage": "The document could not be translated."})
+                continue
+            folder, _, name = source_file.rpartition("/")
+            target_file = f"{folder}/{language}.{name}" if folder else f"{language}.{name}"
+            s3.put_object(Bucket=bucket, Key=job_prefix + target_file, Body=f"[{language}] {source}".encode())
+            details.append({"sourceFile": source_file, "targetFile": target_file, "auxiliaryData": {}})
+            translated[source].append(job_prefix + target_file)
+        auxiliary = {
+            "sourceLanguageCode": "en",
+            "targetLanguageCode": language,
+            "charactersTranslated": "1024",
+            "documentCountWithCustomerError": str(len(failed)),
+            "documentCountWithServerError": "0",
+            "inputDataPrefix": f"s3://{bucket}/{input_prefix}",
+            "outputDataPrefix": f"s3://{bucket}/{job_prefix}",
+            "details": details,
+        }
+        s3.put_object(
+            Bucket=bucket,
+            Key=f"{job_prefix}details/{language}.auxiliary-translation-details.json",
+            Body=json.dumps(auxiliary).encode(),
+        )
+    return translated
+
+
+def macie_finding(bucket: str, key: str, classification_job_id: str) -> dict[str, Any]:
+    """A Macie sensitive-data finding for one S3 object (GetFindings response shape, the fields that matter)."""
+    return {
+        "id": uuid.uuid5(uuid.NAMESPACE_URL, f"s3://{bucket}/{key}#{classification_job_id}").hex,
+        "accountId": ACCOUNT,
+        "region": REGION,
+        "type": "SensitiveData:S3Object/Personal",
+        "category": "CLASSIFICATION",
+        "count": 1,
+        "severity": {"description": "High", "score": 3},
+        "classificationDetails": {
+            "jobId": classification_job_id,
+            "jobArn": f"arn:aws:macie2:{REGION}:{ACCOUNT}:classification-job/{classification_job_id}",
+            "originType": "SENSITIVE_DATA_DISCOVERY_JOB",
+            "result": {
+                "status": {"code": "COMPLETE"},
+                "sensitiveData": [
+                    {"category": "PERSONAL_INFORMATION", "detections": [{"type": "NAME", "count": 2}], "totalCount": 2}
+                ],
+            },
+        },
+        "resourcesAffected": {
+            "s3Bucket": {"arn": f"arn:aws:s3:::{bucket}", "name": bucket},
+            "s3Object": {"bucketArn": f"arn:aws:s3:::{bucket}", "key": key, "path": f"{bucket}/{key}"},
+        },
+    }
+
+
+def tags_of(s3: Any, bucket: str, key: str) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the services' describe calls answer (full response shapes; Stubber validates them against the models)
+# ----------------------------------------------------------------------------------------------------------------
+SUBMITTED_AT = datetime(2026, 1, 15, 10, 30, 5, tzinfo=UTC)
+ENDED_AT = datetime(2026, 1, 15, 10, 42, 7, tzinfo=UTC)
+
+
+def translate_job(job_id: str, status: str, message: str | None = None) -> dict[str, Any]:
+    """DescribeTextTranslationJob's answer."""
+    properties: dict[str, Any] = {
+        "JobId": job_id,
+        "JobName": f"documents-{job_id[:8]}",
+        "JobStatus": status,
+        "JobDetails": {"TranslatedDocumentsCount": 3, "DocumentsWithErrorsCount": 0, "InputDocumentsCount": 3},
+        "SourceLanguageCode": "en",
+        "TargetLanguageCodes": ["fr", "de"],
+        "SubmittedTime": SUBMITTED_AT,
+        "InputDataConfig": {"S3Uri": "s3://documents/incoming/", "ContentType": "text/plain"},
+        "OutputDataConfig": {"S3Uri": "s3://documents/translated/"},
+        "DataAccessRoleArn": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-TranslateDataAccessRole",
+    }
+    if status not in {"SUBMITTED", "IN_PROGRESS"}:
+        properties["EndTime"] = ENDED_AT
+    if message:
+        properties["Message"] = message
+    return {"TextTranslationJobProperties": properties}
+
+
+def macie_job(job_id: str, status: str, last_run_error: str = "NONE") -> dict[str, Any]:
+    """DescribeClassificationJob's answer for a one-time job (`status` as the API spells it: COMPLETE, ...)."""
+    return {
+        "jobArn": f"arn:aws:macie2:{REGION}:{ACCOUNT}:classification-job/{job_id}",
+        "jobId": job_id,
+        "jobStatus": status,
+        "jobType": "ONE_TIME",
+        "name": f"documents-{job_id[:8]}",
+        "clientToken": f"documents-{job_id[:8]}",
+        "createdAt": SUBMITTED_AT,
+        "initialRun": False,
+        "lastRunTime": SUBMITTED_AT,
+        "lastRunErrorStatus": {"code": last_run_error},
+        "managedDataIdentifierSelector": "RECOMMENDED",
+        "s3JobDefinition": {"bucketDefinitions": [{"accountId": ACCOUNT, "buckets": ["documents"]}]},
+        "samplingPercentage": 100,
+        "statistics": {"approximateNumberOfObjectsToProcess": 3.0, "numberOfRuns": 1.0},
+        "tags": {},
+    }
+
+
+def bda_status(status: str, error_type: str | None = None, error_message: str | None = None) -> dict[str, Any]:
+    """GetDataAutomationStatus's answer."""
+    response: dict[str, Any] = {"status": status, "jobSubmissionTime": SUBMITTED_AT}
+    if status in {"Success", "ClientError", "ServiceError"}:
+        response |= {"jobCompletionTime": ENDED_AT, "jobDurationInSeconds": 14}
+    if status == "Success":
+        response["outputConfiguration"] = {"s3Uri": "s3://documents/bda-output/job_metadata.json"}
+    if error_type:
+        response |= {"errorType": error_type, "errorMessage": error_message or "The job failed."}
+    return response
+
+
+def healthlake_export(datastore_id: str, job_id: str, status: str, message: str | None = None) -> dict[str, Any]:
+    """DescribeFHIRExportJob's answer."""
+    properties: dict[str, Any] = {
+        "JobId": job_id,
+        "JobName": "nightly-export",
+        "JobStatus": status,
+        "SubmitTime": SUBMITTED_AT,
+        "DatastoreId": datastore_id,
+        "OutputDataConfig": {"S3Configuration": {"S3Uri": "s3://exports/fhir/", "KmsKeyId": "alias/exports"}},
+        "DataAccessRoleArn": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-HealthLakeExport",
+    }
+    if status in {"COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCEL_COMPLETED"}:
+        properties["EndTime"] = ENDED_AT
+    if message:
+        properties["Message"] = message
+    return {"ExportJobProperties": properties}
+
+
+def invocation_arn(job_id: str) -> str:
+    """The Bedrock Data Automation invocation ARN whose last part is the job id its events carry."""
+    return f"arn:aws:bedrock:{REGION}:{ACCOUNT}:data-automation-invocation/{job_id}"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.exceptions import TokenConflictError, UnknownJobEventError
+from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
 from tests.unit.support import EVENTS, Aws, ClientSpy, WaitingTask, invoke
 
 JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
@@ -134,6 +134,26 @@ def test_an_invalid_registration_is_refused_without_echoing_the_token(aws: Aws) 
     # Then it is refused, and the error Lambda logs names the field but not the token, not even in part
     assert "jobId" in str(refused.value)
     assert token[-16:] not in str(refused.value)
+    assert aws.items() == []
+
+
+@pytest.mark.parametrize("service", ["transcribe", "Translate", "translate "])
+def test_a_registration_for_a_service_no_adapter_knows_is_refused_and_nothing_is_written(
+    aws: Aws, service: str
+) -> None:
+    # Given a waiting task that names a service the kit has no adapter for (or misspells one)
+    token = "AQCEAAAAKgAAAAMAAAAAAAAAAQ-unknown-service-token"
+
+    # When it registers its token
+    with pytest.raises(UnknownServiceError) as refused:
+        invoke("register_token", {"service": service, "jobId": JOB_ID, "taskToken": token})
+
+    # Then it is refused with a named error listing the services it could have named, and nothing is stored
+    # (its job's completion could never resume it)
+    assert repr(service) in str(refused.value)
+    for known in ("translate", "macie", "bda", "healthlake"):
+        assert known in str(refused.value)
+    assert token not in str(refused.value)
     assert aws.items() == []
 
 

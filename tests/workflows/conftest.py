@@ -8,7 +8,14 @@ import pytest
 from localcloud.cloud import CloudConfig, LocalCloud
 
 ROOT = Path(__file__).resolve().parents[2]
-TASK_TIMEOUT_SECONDS = 8  # short, so the lost-event case times out quickly
+TASK_TIMEOUT_SECONDS = 8  # short, so the late-event case times out quickly
+PARAMETERS = {
+    "TaskTimeoutSeconds": str(TASK_TIMEOUT_SECONDS),
+    "HeartbeatSeconds": "4",  # the reconciler (every simulated minute = 1 s here) must keep waiting tasks alive
+    "ReconcileSchedule": "rate(1 minute)",
+    "ReconcileAfterSeconds": "0",
+    "LogLevel": "WARNING",
+}
 
 
 @pytest.fixture(scope="session")
@@ -18,7 +25,7 @@ def cloud() -> Iterator[LocalCloud]:
         aws_port=0,
         http_port=0,
         speedup=60,
-        parameters={"TaskTimeoutSeconds": str(TASK_TIMEOUT_SECONDS), "LogLevel": "WARNING"},
+        parameters=PARAMETERS,
         async_retry_delay_seconds=0.1,
     )
     with LocalCloud(config) as running:

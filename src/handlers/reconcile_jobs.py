@@ -1,0 +1,22 @@
+"""Scheduled: resumes finished jobs whose completion event never came; heartbeats the ones still running."""
+
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from shared.callback import callbacks
+from shared.observability import logger, metrics
+from shared.reconcile import Reconciler
+from shared.settings import callback_settings
+
+
+@cache
+def reconciler() -> Reconciler:
+    return Reconciler(callbacks(), callback_settings().reconcile_after_seconds)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
+    return reconciler().run()

@@ -1,0 +1,226 @@
+"""The documents workflow end to end: Translate and Macie jobs in parallel, each waiting on a task token and
+resumed by its completion (Translate's event; Macie's job log relayed by the shim), then pii tags from the findings.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from localcloud.cloud import LocalCloud
+from localcloud.demo import wait_for_execution
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
+from tests.workflows.conftest import PARAMETERS, TASK_TIMEOUT_SECONDS
+
+CLEAN = "The meeting is on Tuesday."
+PERSONAL = "Please write to jane.doe@example.com about the contract."
+
+
+class Run:
+    """One execution of the documents workflow over its own folder of documents."""
+
+    def __init__(self, cloud: LocalCloud, documents: dict[str, str] | None = None) -> None:
+        self.cloud = cloud
+        self.bucket = cloud.stack.outputs["DocumentBucketName"]
+        self.folder = uuid.uuid4().hex
+        self.request = {
+            "inputPrefix": f"{self.folder}/in/",
+            "outputPrefix": f"{self.folder}/out/",
+            "sourceLanguage": "en",
+            "targetLanguages": ["de"],
+        }
+        for name, text in (documents or {"doc.txt": CLEAN}).items():
+            cloud.client("s3").put_object(Bucket=self.bucket, Key=f"{self.folder}/in/{name}", Body=text.encode())
+
+    def start(self, name: str | None = None) -> str:
+        execution = self.cloud.client("stepfunctions").start_execution(
+            stateMachineArn=self.cloud.stack.outputs["DocumentsWorkflowArn"],
+            name=name or str(uuid.uuid4()),
+            input=json.dumps(self.request),
+        )
+        return str(execution["executionArn"])
+
+    def run(self, name: str | None = None) -> dict[str, Any]:
+        return wait_for_execution(self.cloud, self.start(name), timeout=40, show=False)
+
+    def tags(self, key: str) -> dict[str, str]:
+        tag_set = self.cloud.client("s3").get_object_tagging(Bucket=self.bucket, Key=key)["TagSet"]
+        return {t["Key"]: t["Value"] for t in tag_set}
+
+    def outputs(self) -> list[str]:
+        listed = self.cloud.client("s3").list_objects_v2(Bucket=self.bucket, Prefix=f"{self.folder}/out/")
+        return [o["Key"] for o in listed.get("Contents", []) if "/details/" not in o["Key"]]
+
+
+def simulate(cloud: LocalCloud, translate: dict[str, Any] | None = None, macie: dict[str, Any] | None = None) -> None:
+    """Fresh simulated Translate and Macie for this test (each finishes after one simulated minute by default)."""
+    region, speedup = cloud.config.region, cloud.config.speedup
+    cloud.add_simulator(TranslateSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(translate or {})}))
+    cloud.add_simulator(MacieSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(macie or {})}))
+
+
+def history(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
+    return list(cloud.client("stepfunctions").get_execution_history(executionArn=execution_arn)["events"])
+
+
+def waits_resumed(cloud: LocalCloud, execution_arn: str) -> int:
+    """How many waiting tasks were resumed with success (a task resumed twice would count twice)."""
+    return sum(
+        1
+        for e in history(cloud, execution_arn)
+        if e["type"] == "TaskSucceeded" and e["taskSucceededEventDetails"]["resource"] == "invoke.waitForTaskToken"
+    )
+
+
+def dead_letters(cloud: LocalCloud, *jobs: str) -> list[str]:
+    """Dead-lettered messages about these jobs (other tests' late events may be there too)."""
+    cloud.runtime.drain()
+    queue = cloud.stack.outputs["ResumeDeadLetterQueueUrl"]
+    messages = cloud.client("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    bodies = [m["Body"] for m in messages.get("Messages", [])]
+    return [body for body in bodies if any(job in body for job in jobs)]
+
+
+def job_ids(cloud: LocalCloud, execution_arn: str) -> list[str]:
+    """The Translate and Macie job ids an execution started."""
+    return [
+        json.loads(e["taskSucceededEventDetails"]["output"])["JobId"]
+        for e in history(cloud, execution_arn)
+        if e["type"] == "TaskSucceeded" and e["taskSucceededEventDetails"]["resourceType"].startswith("aws-sdk:")
+    ]
+
+
+def token_entries(cloud: LocalCloud, job_key: str) -> list[dict[str, Any]]:
+    items = cloud.client("dynamodb").scan(TableName=cloud.stack.outputs["TokenTableName"], ConsistentRead=True)
+    return [i for i in items["Items"] if i["jobKey"]["S"] == job_key]
+
+
+def test_happy_path_translates_classifies_and_tags(cloud: LocalCloud) -> None:
+    # Given two documents, one with personal data, and jobs that finish after a simulated minute
+    simulate(cloud)
+    run = Run(cloud, {"clean.txt": CLEAN, "contact.txt": PERSONAL})
+    # When the workflow runs
+    described = run.run()
+    # Then it succeeds with both jobs' results and the tagging counts
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert output["translation"]["status"] == "COMPLETED"
+    assert output["classification"]["status"] == "JOB_COMPLETED"
+    assert output["tagged"] == {"documents": 2, "translations": 2, "withPii": 1}
+    # And each document and its translation carry the pii tag Macie's findings call for
+    assert run.tags(f"{run.folder}/in/contact.txt")["pii"] == "true"
+    assert run.tags(f"{run.folder}/in/clean.txt")["pii"] == "false"
+    translated = {key.rsplit("/", 1)[1]: run.tags(key)["pii"] for key in run.outputs()}
+    assert translated == {"de.contact.txt": "true", "de.clean.txt": "false"}
+    # And no token is left behind for either job
+    assert not token_entries(cloud, f"translate#{output['translation']['jobId']}")
+    assert not token_entries(cloud, f"macie#{output['classification']['jobId']}")
+
+
+def test_lifecycle_rules_expire_documents_by_their_pii_tag(cloud: LocalCloud) -> None:
+    # Given the deployed bucket
+    rules = cloud.client("s3").get_bucket_lifecycle_configuration(Bucket=cloud.stack.outputs["DocumentBucketName"])
+    # Then pii=true and pii=false objects expire after their own retention (template defaults here)
+    by_tag = {r["Filter"]["Tag"]["Value"]: r["Expiration"]["Days"] for r in rules["Rules"] if r["Status"] == "Enabled"}
+    assert by_tag == {"true": 30, "false": 365}
+
+
+def test_macie_without_findings_tags_everything_pii_false(cloud: LocalCloud) -> None:
+    simulate(cloud)
+    run = Run(cloud, {"a.txt": CLEAN, "b.txt": "Nothing personal here."})
+    described = run.run()
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["tagged"]["withPii"] == 0
+    assert {run.tags(f"{run.folder}/in/{n}")["pii"] for n in ("a.txt", "b.txt")} == {"false"}
+
+
+def test_failed_translation_fails_the_workflow_with_its_status(cloud: LocalCloud) -> None:
+    # Given Translate ends the job FAILED (a JobName, i.e. execution name, starting with "fail-")
+    simulate(cloud)
+    described = Run(cloud).run(name=f"fail-{uuid.uuid4()}")
+    assert described["status"] == "FAILED"
+    assert described["error"] == "Translate.FAILED"
+
+
+def test_translation_completed_with_error_is_a_failure(cloud: LocalCloud) -> None:
+    simulate(cloud, translate={"outcome": "COMPLETED_WITH_ERROR"})
+    described = Run(cloud).run()
+    assert described["status"] == "FAILED"
+    assert described["error"] == "Translate.COMPLETED_WITH_ERROR"
+
+
+def test_cancelled_classification_fails_the_workflow(cloud: LocalCloud) -> None:
+    simulate(cloud, macie={"outcome": "JOB_CANCELLED"})
+    described = Run(cloud).run()
+    assert described["status"] == "FAILED"
+    assert described["error"] == "Macie.JOB_CANCELLED"
+
+
+def test_classification_that_could_not_read_the_bucket_fails_instead_of_tagging_pii_false(cloud: LocalCloud) -> None:
+    # Given Macie logs BUCKET_ACCESS_DENIED (and then, as Macie does, JOB_COMPLETED)
+    simulate(cloud, macie={"outcome": "BUCKET_ACCESS_DENIED"})
+    run = Run(cloud, {"contact.txt": PERSONAL})
+    described = run.run()
+    # Then the workflow fails, whichever of the two log lines is delivered first (JOB_COMPLETED is confirmed against
+    # the job's error status), and no document is tagged as free of personal data
+    assert described["status"] == "FAILED"
+    assert described["error"] in {"Macie.BUCKET_ACCESS_DENIED", "Macie.JOB_COMPLETED_WITH_ERRORS"}
+    assert "pii" not in run.tags(f"{run.folder}/in/contact.txt")
+
+
+def test_completion_before_registration_still_resumes(cloud: LocalCloud) -> None:
+    # Given jobs whose completion is reported as soon as they start, before their tokens are registered
+    simulate(cloud, translate={"delay_seconds": 0}, macie={"delay_seconds": 0})
+    described = Run(cloud).run()
+    # Then each registration finds the recorded completion and resumes its branch at once
+    assert described["status"] == "SUCCEEDED", described
+    assert waits_resumed(cloud, described["executionArn"]) == 2
+
+
+def test_completion_delivered_three_times_resumes_each_wait_once(cloud: LocalCloud) -> None:
+    # Given both completions arrive three times (Translate's event, Macie's log line)
+    simulate(cloud, translate={"event_copies": 3}, macie={"log_copies": 3})
+    described = Run(cloud).run()
+    # Then the workflow succeeds, each waiting task succeeded exactly once, and no duplicate is dead-lettered
+    assert described["status"] == "SUCCEEDED", described
+    assert waits_resumed(cloud, described["executionArn"]) == 2
+    assert dead_letters(cloud, *job_ids(cloud, described["executionArn"])) == []
+
+
+def test_lost_events_are_recovered_by_the_reconciler(cloud: LocalCloud) -> None:
+    # Given both jobs finish but neither Translate's event nor Macie's log line ever arrives
+    simulate(cloud, translate={"drop_events": True}, macie={"drop_logs": True})
+    # When the workflow runs (the reconciler runs every simulated minute)
+    described = Run(cloud).run()
+    # Then the reconciler finds both jobs finished through their APIs and resumes the workflow
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert (output["translation"]["status"], output["classification"]["status"]) == ("COMPLETED", "JOB_COMPLETED")
+
+
+def test_long_running_job_is_kept_alive_by_heartbeats(cloud: LocalCloud) -> None:
+    # Given a translation that takes longer than HeartbeatSeconds (but less than the task timeout)
+    heartbeat = int(PARAMETERS["HeartbeatSeconds"])
+    simulate(cloud, translate={"delay_seconds": (heartbeat + 2) * cloud.config.speedup})
+    described = Run(cloud).run()
+    # Then the reconciler's heartbeats keep the waiting task alive until the job's event resumes it
+    assert described["status"] == "SUCCEEDED", described
+
+
+def test_event_after_the_task_timed_out_is_acknowledged(cloud: LocalCloud) -> None:
+    # Given a translation that outlasts the waiting task's timeout
+    late = TASK_TIMEOUT_SECONDS + 2
+    simulate(cloud, translate={"delay_seconds": late * cloud.config.speedup})
+    run = Run(cloud)
+    started = time.monotonic()
+    described = run.run()
+    # Then the workflow fails with the named timeout instead of hanging
+    assert described["status"] == "FAILED"
+    assert described["error"] == "Translate.Timeout"
+    # And when the job's event finally arrives, it is acknowledged: nothing fails, nothing is dead-lettered
+    time.sleep(max(0.0, late + 1 - (time.monotonic() - started)))
+    assert dead_letters(cloud, *job_ids(cloud, described["executionArn"])) == []
+    assert history(cloud, described["executionArn"])[-1]["type"] == "ExecutionFailed"
