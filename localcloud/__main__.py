@@ -7,8 +7,13 @@ import logging
 import signal
 import sys
 import threading
+from dataclasses import replace
 
 from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.simulators import Simulator
+from localcloud.simulators.healthlake import HealthLakeSimulator
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
 
 
 def _banner(cloud: LocalCloud) -> str:
@@ -30,11 +35,27 @@ def _banner(cloud: LocalCloud) -> str:
     return "\n".join(lines)
 
 
+def _simulated_services(config: CloudConfig) -> tuple[CloudConfig, list[Simulator]]:
+    """Simulated Translate, Macie and HealthLake (with one data store, which the stack's export workflow uses)."""
+    region, speedup = config.region, config.speedup
+    healthlake = HealthLakeSimulator(region, delay_seconds=120, speedup=speedup, file_count=3, records_per_file=20)
+    parameters = {"HealthLakeDatastoreId": healthlake.create_datastore("callback-kit"), **config.parameters}
+    simulated = [
+        TranslateSimulator(region, delay_seconds=120, speedup=speedup),
+        MacieSimulator(region, delay_seconds=180, speedup=speedup),
+        healthlake,
+    ]
+    return replace(config, parameters=parameters), simulated
+
+
 def serve(config: CloudConfig) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    config, simulated = _simulated_services(config)
     with LocalCloud(config) as cloud:
+        for simulator in simulated:
+            cloud.add_simulator(simulator)
         print(_banner(cloud), flush=True)
         print("Ctrl-C to stop.", flush=True)
         stop.wait()
@@ -44,7 +65,10 @@ def serve(config: CloudConfig) -> int:
 def demo(config: CloudConfig) -> int:
     from localcloud.demo import run_all
 
+    config, simulated = _simulated_services(config)
     with LocalCloud(config) as cloud:
+        for simulator in simulated:
+            cloud.add_simulator(simulator)
         print(_banner(cloud), flush=True)
         return run_all(cloud)
 
@@ -69,8 +93,13 @@ def main(argv: list[str] | None = None) -> int:
         overrides.setdefault("aws_port", 0)
         overrides.setdefault("http_port", 0)
         overrides.setdefault("speedup", 60.0)
-        # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once.
-        overrides["parameters"] = {"LogLevel": "WARNING", "ReconcileAfterSeconds": "0"}
+        # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once; re-check
+        # exports every two seconds.
+        overrides["parameters"] = {
+            "LogLevel": "WARNING",
+            "ReconcileAfterSeconds": "0",
+            "ExportRecheckDelaySeconds": "2",
+        }
     config = CloudConfig.from_env(**overrides)
     return serve(config) if args.command == "serve" else demo(config)
 

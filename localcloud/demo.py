@@ -12,7 +12,15 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+import requests
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from localcloud import simulators
 from localcloud.cloud import LocalCloud
+from localcloud.httpapi import Credential
+from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 
@@ -105,9 +113,60 @@ def lost_events_flow(cloud: LocalCloud) -> str:
     )
 
 
+def export_flow(cloud: LocalCloud) -> str:
+    """Follow the next scheduled HealthLake export run: lock, FHIR $export, SQS-delay checks, manifest, fan-out of
+    every record onto the export bus (counted through an SQS queue subscribed to the bus)."""
+    sqs, events, sfn = cloud.client("sqs"), cloud.client("events"), cloud.client("stepfunctions")
+    bus = cloud.stack.outputs["ExportBusName"]
+    queue = sqs.create_queue(QueueName="demo-export-records")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="demo-export-records", EventBusName=bus, EventPattern='{"source": ["callback-kit.export"]}')
+    events.put_targets(Rule="demo-export-records", EventBusName=bus, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    healthlake = simulators.active("healthlake")
+    if not isinstance(healthlake, HealthLakeSimulator):
+        raise AssertionError("no simulated HealthLake: start the demo with `python -m localcloud demo`")
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    fresh = [{"resourceType": "Observation", "status": "final", "code": {"text": f"demo {i}"}} for i in range(25)]
+    healthlake.add_resources(datastore, fresh)
+    print(f"    25 new Observations in data store {datastore}; waiting for the next scheduled run (every 5 minutes)")
+    machine = cloud.stack.outputs["ExportWorkflowArn"]
+    after = time.time()
+    deadline = time.monotonic() + 30
+    while not (
+        runs := [
+            e for e in sfn.list_executions(stateMachineArn=machine)["executions"] if e["startDate"].timestamp() > after
+        ]
+    ):
+        if time.monotonic() > deadline:
+            raise AssertionError("the schedule started no export")
+        time.sleep(0.2)
+    first = min(runs, key=lambda e: e["startDate"])
+    described = wait_for_execution(cloud, first["executionArn"])
+    if described["status"] != "SUCCEEDED":
+        raise AssertionError(f"execution ended {described['status']}: {described.get('error')}")
+    output = json.loads(described["output"])
+    if output["status"] != "COMPLETED":
+        raise AssertionError(f"the scheduled run did not export: {output}")
+    records = []
+    while batch := sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", []):
+        records += [json.loads(m["Body"])["detail"] for m in batch]
+        sqs.delete_message_batch(
+            QueueUrl=queue, Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)]
+        )
+    kinds = sorted({r["resourceType"] for r in records})
+    print(
+        f"    manifest {output['manifest']}: {output['fileCount']} files; {len(records)} records on bus {bus}: {kinds}"
+    )
+    if len(records) < len(fresh):
+        raise AssertionError(f"expected the {len(fresh)} new records on the export bus, got {len(records)}")
+    return f"{len(records)} records from {output['fileCount']} files published (since {output['since'] or 'the start'})"
+
+
 FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
     ("Translate || Macie, resumed by their completion events, then pii tags", documents_flow),
     ("Lost completion events, recovered by the reconciler", lost_events_flow),
+    ("Scheduled HealthLake export, fanned out as events", export_flow),
+    ("Async API: POST /task over SigV4, poll the status, fetch the result", lambda cloud: api_flow(cloud)),
 ]
 
 
@@ -129,3 +188,73 @@ def run_all(cloud: LocalCloud) -> int:
     failed = sum(1 for _, ok, _, _ in results if not ok)
     print(f"{len(results) - failed} passed, {failed} failed")
     return 1 if failed else 0
+
+
+# ---- Async request/reply API ---------------------------------------------------------------------------------------
+class SignedClient:
+    """An HTTP client of the offline cloud's HTTP API that signs every request with SigV4 (service execute-api),
+    as `curl --aws-sigv4` or an AWS SDK would."""
+
+    def __init__(self, base_url: str, credential: Credential, region: str = "us-east-1") -> None:
+        self.base_url = base_url
+        self.credentials = Credentials(credential.access_key_id, credential.secret_access_key)
+        self.region = region
+        self.session = requests.Session()
+
+    def request(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, sign: bool = True
+    ) -> requests.Response:
+        data = body if isinstance(body, str | bytes) or body is None else json.dumps(body)
+        request = AWSRequest(
+            method=method,
+            url=self.base_url + path,
+            data=data,
+            headers={"content-type": "application/json", **(headers or {})},
+        )
+        if sign:
+            SigV4Auth(self.credentials, "execute-api", self.region).add_auth(request)
+        return self.session.request(method, request.url, headers=dict(request.headers), data=request.body, timeout=30)
+
+
+def api_flow(cloud: LocalCloud) -> str:
+    """Submit a documents task over HTTP (SigV4), follow its status until the result is linked, fetch it."""
+    region, speedup = cloud.config.region, cloud.config.speedup
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, speedup=speedup))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=90, speedup=speedup))
+    assert cloud.http is not None, "template.yaml declares no HTTP API"
+    api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
+    bucket = cloud.stack.outputs["DocumentBucketName"]
+    for name, text in DOCUMENTS.items():
+        cloud.client("s3").put_object(Bucket=bucket, Key=f"demo-api/input/{name}", Body=text.encode())
+    request = {
+        "type": "documents",
+        "input": {
+            "inputPrefix": "demo-api/input/",
+            "outputPrefix": "demo-api/output/",
+            "sourceLanguage": "en",
+            "targetLanguages": ["de"],
+        },
+    }
+    submitted = api.request("POST", "/task", request, {"Idempotency-Key": f"demo-{time.time_ns()}"})
+    print(f"    POST /task -> {submitted.status_code} {submitted.text}  Location: {submitted.headers['Location']}")
+    if submitted.status_code != 202:
+        raise AssertionError(f"POST /task answered {submitted.status_code}")
+    location, shown = submitted.headers["Location"], ""
+    deadline = time.monotonic() + 60
+    while True:
+        task = api.request("GET", location).json()
+        if task["status"] != shown:
+            shown = task["status"]
+            print(f"    GET {location} -> {shown}", flush=True)
+        if task["status"] not in ("SUBMITTED", "RUNNING") and not task["status"].startswith(("WAITING", "TAGGING")):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"task still {shown} after 60 s")
+        time.sleep(0.2)
+    if task["status"] != "SUCCEEDED":
+        raise AssertionError(f"task ended {task['status']}: {task.get('error')} {task.get('cause')}")
+    result = api.request("GET", task["resultUrl"])
+    print(f"    GET {task['resultUrl']} -> {result.status_code} {result.text}")
+    history = api.request("GET", f"{location}/history").json()["entries"]
+    print(f"    history: {' -> '.join(entry['status'] for entry in history)}")
+    return f"task {task['id']} {task['status']}: {result.json()['tagged']}"

@@ -7,7 +7,9 @@ each one and fails if moto changes underneath (the patched attribute disappears 
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from datetime import UTC
 from functools import cache
 from typing import Any
 
@@ -15,6 +17,7 @@ import boto3
 import botocore.session
 from botocore import xform_name
 from botocore.model import ServiceModel
+from moto.core.responses import EmptyResult
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
@@ -25,6 +28,7 @@ from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+from moto.stepfunctions.responses import StepFunctionResponse
 
 
 @cache
@@ -81,7 +85,13 @@ _original_stop = ExecutionWorker.stop
 
 
 def _stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str | None) -> None:
-    """Gap 4: StopExecution must also wake tasks waiting for a callback, so the execution ends ABORTED now."""
+    """Gap 4: StopExecution must also wake tasks waiting for a callback, so the execution ends ABORTED now.
+
+    Also: the worker thread creates `env` only once it runs; a StopExecution in the first milliseconds of an
+    execution found `env` None and failed with an AttributeError (a 500). Wait for it, as AWS has no such window."""
+    deadline = time.monotonic() + 5
+    while self.env is None and time.monotonic() < deadline:
+        time.sleep(0.005)
     _original_stop(self, stop_date, error, cause)
     for endpoint in list(self.env.callback_pool_manager._pool.values()):
         endpoint.interrupt_all()
@@ -158,6 +168,22 @@ def _execution_start(self: Execution) -> None:
     _announce(self)
 
 
+_original_evaluation_environment = ExecutionWorker._get_evaluation_environment
+
+
+def _evaluation_environment(self: ExecutionWorker) -> Environment:
+    """Gap 9: the context object's `$$.Execution.StartTime` is a datetime object, which breaks any task that
+    serialises it (e.g. a DynamoDB attribute value); AWS gives an ISO 8601 string such as 2026-11-21T10:00:00.123Z."""
+    env = _original_evaluation_environment(self)
+    execution = env.states.context_object.context_object_data["Execution"]
+    start = execution.get("StartTime")
+    if hasattr(start, "astimezone"):
+        execution["StartTime"] = (
+            start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{start.microsecond // 1000:03d}Z"
+        )
+    return env
+
+
 _original_start_execution = StepFunctionsParserBackend.start_execution
 
 
@@ -166,6 +192,14 @@ def _start_execution(
 ) -> Any:
     """Gap 5: an unnamed execution gets a UUID, as AWS does, instead of the name `None`."""
     return _original_start_execution(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+
+
+def _send_task_failure(self: StepFunctionResponse) -> Any:
+    """Gap 7: moto's SendTaskFailure handler reads `error` but drops `cause` before the interpreter sees it."""
+    self.stepfunction_backend.send_task_failure(
+        self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+    )
+    return EmptyResult()
 
 
 def install() -> None:
@@ -178,3 +212,5 @@ def install() -> None:
     StepFunctionsParserBackend.start_execution = _start_execution  # type: ignore[method-assign]
     BaseExecutionWorkerCommunication.terminated = _terminated  # type: ignore[method-assign]
     Execution.start = _execution_start  # type: ignore[method-assign]
+    StepFunctionResponse.send_task_failure = _send_task_failure  # type: ignore[method-assign]
+    ExecutionWorker._get_evaluation_environment = _evaluation_environment  # type: ignore[method-assign]

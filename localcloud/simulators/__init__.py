@@ -147,6 +147,11 @@ def _install() -> None:
         botocore.handlers.BUILTIN_HANDLERS.insert(0, ("before-send", _before_send))
 
 
+def active(service: str) -> Simulator | None:
+    """The simulator currently answering `service` (botocore's name, e.g. "healthlake"), if any."""
+    return next((simulator for simulator, _ in _active.values() if simulator.service == service), None)
+
+
 def unregister_all() -> None:
     for simulator, _ in _active.values():
         simulator.stop()

@@ -13,7 +13,7 @@ Operations (boto3): CreateFHIRDatastore, DescribeFHIRDatastore, ListFHIRDatastor
 DescribeFHIRExportJob, ListFHIRExportJobs. Data stores are ACTIVE as soon as they are created.
 
 FHIR REST (every request must be SigV4-signed for service `healthlake` and the simulator's region, by one of the
-credentials the simulator knows: those boto3 resolves in this process at construction, plus `credentials`; anything
+credentials the simulator knows: those boto3 resolves in this process at request time, plus `credentials`; anything
 else answers 403 with a FHIR OperationOutcome):
 
 - `POST {endpoint}$export[?_since=<instant>&_type=<types>&_outputFormat=application/fhir+ndjson]` starts a
@@ -85,7 +85,6 @@ import os
 import re
 import secrets
 import threading
-import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -334,9 +333,7 @@ class HealthLakeSimulator(Simulator):
         self.jobs: dict[str, _Job] = {}
         self._by_token: dict[str, str] = {}
         self._lock = threading.RLock()
-        self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
-        self.credentials: dict[str, Credential] = {c.access_key_id: c for c in _resolved_credentials()}
-        self.credentials.update({c.access_key_id: c for c in credentials})
+        self.credentials: dict[str, Credential] = {c.access_key_id: c for c in credentials}
         self._server: _FhirServer | None = _FhirServer(("127.0.0.1", 0), _FhirHandler)
         self._server.simulator = self
         self.port: int = self._server.server_address[1]
@@ -347,12 +344,6 @@ class HealthLakeSimulator(Simulator):
         self._thread.daemon = True
         self._thread.start()
         LOG.info("HealthLake FHIR endpoint listening on http://127.0.0.1:%s", self.port)
-
-    def now(self) -> datetime:
-        """The simulated clock: starts at the wall-clock time of construction and runs `speedup` times faster."""
-        return datetime.fromtimestamp(
-            self._start_virtual.timestamp() + (time.monotonic() - self._start_real) * self.speedup, UTC
-        )
 
     def stop(self) -> None:
         super().stop()
@@ -574,7 +565,9 @@ class HealthLakeSimulator(Simulator):
         signed_headers = params["SignedHeaders"].lower().split(";")
         if "host" not in signed_headers:
             return "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
-        credential = self.credentials.get(access_key)
+        # The process's own credentials are resolved per request: the offline cloud may set them after construction.
+        known = {**{c.access_key_id: c for c in _resolved_credentials()}, **self.credentials}
+        credential = known.get(access_key)
         if credential is None:
             return "The security token included in the request is invalid."
         declared_hash = request.headers.get("x-amz-content-sha256")

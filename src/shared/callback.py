@@ -63,7 +63,7 @@ def send_outcome(task_token: str, outcome: Outcome) -> Result:
 
 
 def send_heartbeat(task_token: str, job_id: str) -> bool:
-    """SendTaskHeartbeat; False if the task is already closed."""
+    """SendTaskHeartbeat; False if the task is already closed. `job_id` is what the task waits for (logs only)."""
     try:
         client("stepfunctions").send_task_heartbeat(taskToken=task_token)
     except ClientError as exc:

@@ -15,3 +15,51 @@ class UnknownJobEventError(Exception):
 
 class EventsNotDeliveredError(Exception):
     """PutEvents kept refusing entries after every retry; the invocation fails so its retries/DLQ take over."""
+
+
+class ExportNotStartedError(Exception):
+    """The FHIR $export kick-off was refused (bad request, access denied, ...); the message is retried, then
+    dead-lettered."""
+
+
+# ---- tasks (async request/reply API); src/handlers/task_api.py maps each to its HTTP status in one place --------
+class TaskNotFoundError(Exception):
+    """No task with this id belongs to the caller (another caller's task is not found either)."""
+
+
+class TaskAlreadyEndedError(Exception):
+    """The task has reached a terminal status; it can no longer be cancelled."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(f"task {task_id} already ended {status}")
+        self.task_id = task_id
+        self.status = status
+
+
+class ResultNotReadyError(Exception):
+    """The task has not succeeded (yet); there is no result to return."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(f"task {task_id} is {status}; its result is not available")
+        self.task_id = task_id
+        self.status = status
+
+
+class IdempotencyKeyReusedError(Exception):
+    """The caller sent an Idempotency-Key already used for a different request."""
+
+
+class RequestTooLargeError(Exception):
+    """The request body exceeds the API's limit."""
+
+
+class ExportBusyError(ExportNotStartedError):
+    """HealthLake refused the kick-off because another export is running (one at a time per account and Region)."""
+
+
+class UnknownTaskTypeError(Exception):
+    """The request names a task type this deployment does not run."""
+
+    def __init__(self, allowed: list[str]) -> None:
+        super().__init__(f"unknown task type; allowed types: {', '.join(allowed)}")
+        self.allowed = allowed

@@ -3,7 +3,7 @@
 import os
 from functools import cache
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, Json
 
 
 class CallbackSettings(BaseModel):
@@ -21,3 +21,53 @@ class CallbackSettings(BaseModel):
 @cache
 def callback_settings() -> CallbackSettings:
     return CallbackSettings.model_validate(dict(os.environ))
+
+
+class ExportSettings(BaseModel):
+    """The export workflow's functions' settings (template.yaml, HealthLake export section)."""
+
+    table_name: str = Field(alias="EXPORT_TABLE", min_length=1)
+    datastore_id: str = Field(alias="HEALTHLAKE_DATASTORE_ID", min_length=1)
+    bucket: str = Field(alias="EXPORT_BUCKET", min_length=3)
+    kms_key_id: str = Field(alias="EXPORT_KMS_KEY_ID", min_length=1)
+    data_access_role_arn: str = Field(alias="EXPORT_DATA_ACCESS_ROLE_ARN", min_length=1)
+    queue_url: str = Field(alias="EXPORT_QUEUE_URL", min_length=1)
+    recheck_delay_seconds: int = Field(alias="EXPORT_RECHECK_DELAY_SECONDS", ge=0, le=900)
+    bus: str = Field(alias="EXPORT_BUS", min_length=1)  # name or ARN
+    detail_type: str = Field(alias="EXPORT_DETAIL_TYPE", min_length=1)
+
+
+@cache
+def export_settings() -> ExportSettings:
+    return ExportSettings.model_validate(dict(os.environ))
+
+
+class TaskLogSettings(BaseModel):
+    """What every function that writes the task status log needs."""
+
+    task_table: str = Field(alias="TASK_TABLE", min_length=1)
+    result_bucket: str = Field(alias="TASK_RESULT_BUCKET", min_length=3)
+    retention_days: int = Field(alias="TASK_LOG_RETENTION_DAYS", gt=0)
+    # Outputs above this size go to the result bucket; a DynamoDB item holds at most 400 KB.
+    inline_result_max_bytes: int = Field(alias="TASK_INLINE_RESULT_MAX_BYTES", default=100_000, gt=0, le=350_000)
+
+
+class TaskApiSettings(TaskLogSettings):
+    """The task API: which state machine runs each task type (TASK_STATE_MACHINES, JSON from the template)."""
+
+    state_machines: Json[dict[str, str]] = Field(alias="TASK_STATE_MACHINES")
+    max_request_bytes: int = Field(alias="TASK_MAX_REQUEST_BYTES", default=65_536, gt=0, le=262_144)
+    retry_after_seconds: int = Field(alias="TASK_RETRY_AFTER_SECONDS", default=5, gt=0)
+    # A task still SUBMITTED this long after it was accepted lost the request that was starting it (e.g. a timeout):
+    # an idempotent resubmission starts it. Above the API's 30 s integration timeout.
+    start_grace_seconds: int = Field(alias="TASK_START_GRACE_SECONDS", default=60, gt=30)
+
+
+@cache
+def task_log_settings() -> TaskLogSettings:
+    return TaskLogSettings.model_validate(dict(os.environ))
+
+
+@cache
+def task_api_settings() -> TaskApiSettings:
+    return TaskApiSettings.model_validate(dict(os.environ))

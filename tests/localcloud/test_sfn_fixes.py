@@ -410,6 +410,23 @@ def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
     assert sorted(result["names"]) == sorted(names)
 
 
+def test_gap7_patched_send_task_failure_keeps_its_cause(patched: None) -> None:
+    # Given moto with localcloud.sfn installed and an execution waiting for its task token
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    tokens = sqs.create_queue(QueueName="failure-tokens")["QueueUrl"]
+    machine = _state_machine(sfn, "FailureWaiter", _wait_for_token_states(tokens, timeout_s=10), "Wait")
+    execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+    message = _receive_body(sqs, tokens, within_s=5)
+    assert message is not None, "the waiter never sent its task token"
+
+    # When SendTaskFailure names an error and a cause
+    sfn.send_task_failure(taskToken=json.loads(message)["token"], error="Job.FAILED", cause="the job said why")
+
+    # Then the execution fails with both, as on AWS (moto's handler dropped the cause)
+    result = _wait_until_done(sfn, execution_arn, within_s=5)
+    assert (result["status"], result["error"], result["cause"]) == ("FAILED", "Job.FAILED", "the job said why")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Without the fix: what pristine moto does today (the probe); a failure here means moto changed underneath
 # ----------------------------------------------------------------------------------------------------------------

@@ -17,21 +17,27 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from localcloud import sfn as sfn_fixes
+from localcloud.simulators import register, unregister_all
+from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.support import (
+    ACCOUNT,
     MOTO_CONFIG,
     REGION,
     Aws,
     ClientSpy,
     EventBus,
+    ExportAccount,
     WaitingTask,
     Workflows,
     check_observability,
     clear_caches,
     create_table,
     function_environment,
+    physical_name,
     rule_patterns,
     use_project_sources,
 )
+from tests.unit.task_support import TaskAccount, task_account
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -158,3 +164,86 @@ def s3_bucket(aws: Aws) -> Iterator[Callable[[str], Any]]:
             for listed in page.get("Contents", []):
                 s3.delete_object(Bucket=name, Key=listed["Key"])
         s3.delete_bucket(Bucket=name)
+
+
+@pytest.fixture
+def export_account(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[ExportAccount]:
+    """The export workflow's state table, queue, bucket and bus as template.yaml declares them (gone after the
+    test); a rule on the bus copies every event to a queue, and the functions' SQS client records its calls."""
+    environment = aws.environment
+    table = create_table("ExportStateTable")
+    assert table.name == environment["EXPORT_TABLE"]
+    sqs = boto3.client("sqs", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    queue_url = sqs.create_queue(QueueName=physical_name("ExportQueue"))["QueueUrl"]
+    assert queue_url == environment["EXPORT_QUEUE_URL"]
+    s3.create_bucket(Bucket=environment["EXPORT_BUCKET"])
+    bus_name = environment["EXPORT_BUS"].rsplit("/", 1)[-1]
+    assert events.create_event_bus(Name=bus_name)["EventBusArn"] == environment["EXPORT_BUS"]
+    copies_url = sqs.create_queue(QueueName="export-bus-copies")["QueueUrl"]
+    copies_arn = sqs.get_queue_attributes(QueueUrl=copies_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name="everything", EventBusName=bus_name, EventPattern=json.dumps({"account": [ACCOUNT]}))
+    events.put_targets(Rule="everything", EventBusName=bus_name, Targets=[{"Id": "copies", "Arn": copies_arn}])
+
+    shared_export = importlib.import_module("shared.export")
+    spy = ClientSpy(shared_export.client("sqs"))
+    real_client = shared_export.client
+    monkeypatch.setattr(shared_export, "client", lambda service: spy if service == "sqs" else real_client(service))
+    try:
+        yield ExportAccount(environment, table, s3, EventBus(sqs, copies_url), spy)
+    finally:
+        events.remove_targets(Rule="everything", EventBusName=bus_name, Ids=["copies"])
+        events.delete_rule(Name="everything", EventBusName=bus_name)
+        events.delete_event_bus(Name=bus_name)
+        for url in (queue_url, copies_url):
+            sqs.delete_queue(QueueUrl=url)
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=environment["EXPORT_BUCKET"]):
+            for listed in page.get("Contents", []):
+                s3.delete_object(Bucket=environment["EXPORT_BUCKET"], Key=listed["Key"])
+        s3.delete_bucket(Bucket=environment["EXPORT_BUCKET"])
+        table.delete()
+
+
+@pytest.fixture
+def healthlake(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., HealthLakeSimulator]]:
+    """`simulator = healthlake(**knobs)`: a simulated HealthLake (its FHIR endpoint over real HTTP, SigV4 checked)
+    with one seeded data store, which HEALTHLAKE_DATASTORE_ID then names. Jobs end after `delay_seconds` (0.2 s
+    unless given)."""
+
+    def make(**knobs: Any) -> HealthLakeSimulator:
+        simulator = HealthLakeSimulator(REGION, **{"delay_seconds": 0.2, **knobs})
+        register(simulator)
+        datastore_id = simulator.create_datastore()
+        monkeypatch.setenv("HEALTHLAKE_DATASTORE_ID", datastore_id)
+        export_account.environment["HEALTHLAKE_DATASTORE_ID"] = datastore_id
+        importlib.import_module("shared.settings").export_settings.cache_clear()
+        return simulator
+
+    try:
+        yield make
+    finally:
+        unregister_all()
+
+
+@pytest.fixture
+def tasks(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[TaskAccount]:
+    """The task API's and status recorder's table, bucket and state machine on moto, with their environment from
+    template.yaml and fresh caches (a cold start); emptied after the test."""
+    account = task_account()
+    for name, value in account.environment.items():
+        monkeypatch.setenv(name, value)
+    clear_task_caches()
+    try:
+        yield account
+    finally:
+        account.clear()
+        clear_task_caches()
+
+
+def clear_task_caches() -> None:
+    settings, tasks = importlib.import_module("shared.settings"), importlib.import_module("shared.tasks")
+    for cached in (settings.task_api_settings, settings.task_log_settings, tasks.task_api, tasks.task_recorder):
+        cached.cache_clear()

@@ -17,8 +17,10 @@ from __future__ import annotations
 import base64
 import functools
 import gzip
+import hashlib
 import importlib
 import json
+import re
 import sys
 import time
 import uuid
@@ -65,27 +67,113 @@ def physical_name(logical_id: str) -> str:
     return f"{STACK}-{logical_id}-UNITTEST"
 
 
-def _resolve(value: Any) -> str:
-    """A Globals value as the function sees it: `!Ref` to a parameter gives its default, to a resource its name."""
-    if isinstance(value, dict) and set(value) == {"Ref"}:
-        name = value["Ref"]
-        parameters = template().get("Parameters", {})
-        if name in parameters:
-            return str(parameters[name]["Default"])
-        if name in template()["Resources"]:
-            return physical_name(name)
+# Parameters the unit tests deploy with instead of their defaults: the export workflow's resources have
+# `Condition: ExportEnabled`, which holds only with a data store to export (tests that talk to a simulated HealthLake
+# point HEALTHLAKE_DATASTORE_ID at its data store instead).
+TEST_PARAMETERS = {"HealthLakeDatastoreId": "0123456789abcdef0123456789abcdef"}
+PSEUDO_PARAMETERS = {
+    "AWS::Region": REGION,
+    "AWS::AccountId": ACCOUNT,
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+}
+SUB_VARIABLE = re.compile(r"\$\{(?P<name>[^}!][^}]*)\}")
+
+
+def _ref(name: str, stack: str) -> str:
+    """What `!Ref name` gives: a parameter's value, a pseudo parameter, or the resource's physical id."""
+    parameters = template().get("Parameters", {})
+    if name == "AWS::StackName":
+        return stack
+    if name in PSEUDO_PARAMETERS:
+        return PSEUDO_PARAMETERS[name]
+    if name in parameters:
+        return str(TEST_PARAMETERS.get(name, parameters[name].get("Default", "")))
+    resources = template()["Resources"]
+    if name not in resources:
         raise KeyError(f"template.yaml: !Ref {name} names neither a parameter nor a resource")
-    if isinstance(value, dict):
-        raise TypeError(f"template.yaml: the unit tests cannot resolve {value!r} in Globals.Function.Environment")
+    kind, properties = resources[name]["Type"], resources[name].get("Properties", {})
+    if kind == "AWS::SQS::Queue":
+        return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{physical_name(name)}"
+    if kind == "AWS::S3::Bucket":
+        return physical_name(name).lower()  # bucket names are lower case
+    if kind == "AWS::Events::EventBus":
+        return _resolve(properties["Name"], stack)
+    return physical_name(name)
+
+
+def _get_att(name: str, attribute: str, stack: str) -> str:
+    """What `!GetAtt name.attribute` gives, for the attributes the template uses."""
+    kind = template()["Resources"][name]["Type"]
+    if attribute == "QueueName" and kind == "AWS::SQS::Queue":
+        return physical_name(name)
+    if attribute != "Arn":
+        raise TypeError(f"template.yaml: the unit tests cannot resolve !GetAtt {name}.{attribute}")
+    arns = {
+        "AWS::KMS::Key": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{uuid.uuid5(uuid.NAMESPACE_URL, name)}",
+        "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{physical_name(name)}",
+        "AWS::SQS::Queue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical_name(name)}",
+        "AWS::DynamoDB::Table": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{physical_name(name)}",
+        "AWS::S3::Bucket": f"arn:aws:s3:::{_ref(name, stack)}",
+        "AWS::Serverless::Function": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{physical_name(name)}",
+    }
+    if kind == "AWS::Events::EventBus":
+        return f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{_ref(name, stack)}"
+    if kind not in arns:
+        raise TypeError(f"template.yaml: the unit tests cannot resolve !GetAtt {name}.Arn ({kind})")
+    return arns[kind]
+
+
+def _resolve(value: Any, stack: str = STACK) -> str:
+    """A value as the function sees it: `!Ref` to a parameter gives its default (or TEST_PARAMETERS), to a resource
+    its physical id; `!GetAtt` its ARN; `!Sub` (string form) both."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return _ref(value["Ref"], stack)
+    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
+        target = value["Fn::GetAtt"]
+        name, attribute = target if isinstance(target, list) else target.split(".", 1)
+        return _get_att(name, attribute, stack)
+    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
+
+        def variable(match: re.Match[str]) -> str:
+            name, _, attribute = match["name"].partition(".")
+            return _get_att(name, attribute, stack) if attribute else _ref(name, stack)
+
+        return SUB_VARIABLE.sub(variable, value["Fn::Sub"])
+    if isinstance(value, dict | list):
+        raise TypeError(f"template.yaml: the unit tests cannot resolve {value!r}")
     return str(value)
 
 
+def resolve_all(value: Any, stack: str = STACK) -> Any:
+    """A template fragment (e.g. an EventBridge rule pattern) with its intrinsic functions resolved for `stack`."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in {"Ref", "Fn::GetAtt", "Fn::Sub"}:
+        return _resolve(value, stack)
+    if isinstance(value, dict):
+        return {key: resolve_all(item, stack) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve_all(item, stack) for item in value]
+    return value
+
+
 def function_environment() -> dict[str, str]:
-    """Globals.Function.Environment.Variables of template.yaml, resolved with the parameters' defaults."""
+    """The functions' environment from template.yaml, resolved with the parameters' defaults (and TEST_PARAMETERS):
+    Globals.Function.Environment.Variables, plus each function's own Environment.Variables (e.g. the export
+    functions' `*ExportEnvironment` anchor, which the YAML parser has already expanded). A function's own variable
+    the tests cannot resolve is left out (a test that needs it sets it)."""
     variables = template()["Globals"]["Function"]["Environment"]["Variables"]
     resolved = {name: _resolve(value) for name, value in variables.items()}
     missing = REQUIRED_VARIABLES - set(resolved)
     assert not missing, f"template.yaml Globals no longer gives the functions {sorted(missing)}"
+    for resource in template()["Resources"].values():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        own = resource["Properties"].get("Environment", {}).get("Variables", {})
+        for name, value in own.items():
+            try:
+                resolved.setdefault(name, _resolve(value))
+            except (TypeError, KeyError):
+                continue
     return resolved
 
 
@@ -142,7 +230,9 @@ def use_project_sources(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def clear_caches() -> None:
-    importlib.import_module("shared.settings").callback_settings.cache_clear()
+    settings = importlib.import_module("shared.settings")
+    settings.callback_settings.cache_clear()
+    settings.export_settings.cache_clear()
     importlib.import_module("shared.callback").callbacks.cache_clear()
     aws = importlib.import_module("shared.aws")
     aws.client.cache_clear()
@@ -591,3 +681,113 @@ def healthlake_export(datastore_id: str, job_id: str, status: str, message: str 
 def invocation_arn(job_id: str) -> str:
     """The Bedrock Data Automation invocation ARN whose last part is the job id its events carry."""
     return f"arn:aws:bedrock:{REGION}:{ACCOUNT}:data-automation-invocation/{job_id}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The HealthLake export workflow's resources
+# ----------------------------------------------------------------------------------------------------------------
+@dataclass
+class ExportAccount:
+    """The export workflow's resources from template.yaml on moto (the state table, the queue, the bucket and the
+    export bus), as the functions' environment names them. Every event put on the bus is copied to `published`;
+    `sqs` records the functions' SQS calls (a re-queued check carries DelaySeconds, so it is not receivable yet)."""
+
+    environment: dict[str, str]
+    table: Any  # boto3 DynamoDB Table of the export state table
+    s3: Any
+    published: EventBus
+    sqs: ClientSpy  # the functions' SQS client
+
+    @property
+    def bucket(self) -> str:
+        return self.environment["EXPORT_BUCKET"]
+
+    def lock(self) -> dict[str, Any] | None:
+        item = self.table.get_item(Key={"pk": "RUN"}, ConsistentRead=True).get("Item")
+        return dict(item) if item else None
+
+    def hold(self, execution_arn: str, run_status: str = "RUNNING", last_run_time: str | None = None) -> None:
+        """The lock as an earlier execution left it."""
+        item = {
+            "pk": "RUN",
+            "runStatus": run_status,
+            "executionArn": execution_arn,
+            "triggerTime": "2026-01-15T10:00:00Z",
+        }
+        if last_run_time is not None:
+            item["lastRunTime"] = last_run_time
+        self.table.put_item(Item=item)
+
+    def started_exports(self) -> dict[str, str]:
+        """executionArn -> the export job id it started (the state table's EXPORT# items)."""
+        items = self.table.scan(ConsistentRead=True)["Items"]
+        return {
+            str(item["pk"]).removeprefix("EXPORT#"): str(item["jobId"])
+            for item in items
+            if str(item["pk"]).startswith("EXPORT#")
+        }
+
+    def checks_queued(self) -> list[tuple[dict[str, Any], int]]:
+        """The check messages the functions sent to the export queue: (body, DelaySeconds)."""
+        queue_url = self.environment["EXPORT_QUEUE_URL"]
+        return [
+            (json.loads(call["MessageBody"]), int(call.get("DelaySeconds", 0)))
+            for call in self.sqs.calls_to("send_message")
+            if call["QueueUrl"] == queue_url
+        ]
+
+    def manifest(self, key: str) -> list[dict[str, str]]:
+        return list(json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()))
+
+
+def sqs_event(bodies: list[dict[str, Any] | str], queue_logical_id: str = "ExportQueue") -> dict[str, Any]:
+    """What Lambda's SQS event source mapping hands the function: one record per message body."""
+    records = []
+    for n, body in enumerate(bodies):
+        text = body if isinstance(body, str) else json.dumps(body)
+        records.append(
+            {
+                "messageId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{n}:{text}")),
+                "receiptHandle": f"AQEB{uuid.uuid4().hex}",
+                "body": text,
+                "attributes": {
+                    "ApproximateReceiveCount": "1",
+                    "SentTimestamp": "1768473000123",
+                    "SenderId": "AROAEXAMPLEROLEID:unittest",
+                    "ApproximateFirstReceiveTimestamp": "1768473000456",
+                },
+                "messageAttributes": {},
+                "md5OfBody": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 - what SQS sends
+                "eventSource": "aws:sqs",
+                "eventSourceARN": _get_att(queue_logical_id, "Arn", STACK),
+                "awsRegion": REGION,
+            }
+        )
+    return {"Records": records}
+
+
+def with_bodies(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """An SQS event sample whose message bodies carry `changes` (e.g. this test's task token), md5OfBody to match."""
+    copy = json.loads(json.dumps(event))
+    for record in copy["Records"]:
+        record["body"] = json.dumps({**json.loads(record["body"]), **changes})
+        record["md5OfBody"] = hashlib.md5(record["body"].encode()).hexdigest()  # noqa: S324 - what SQS sends
+    return copy
+
+
+def ndjson(records: list[dict[str, Any]]) -> bytes:
+    return b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in records)
+
+
+def fhir_patients(count: int, start: int = 0) -> list[dict[str, Any]]:
+    """FHIR Patient resources as a HealthLake export writes them (one per NDJSON line)."""
+    return [
+        {
+            "resourceType": "Patient",
+            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"patient-{n}")),
+            "meta": {"versionId": "1", "lastUpdated": "2026-01-15T10:20:00.000Z"},
+            "name": [{"family": f"Family{n}", "given": [f"Given{n}"]}],
+            "gender": "unknown",
+        }
+        for n in range(start, start + count)
+    ]

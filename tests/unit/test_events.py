@@ -5,7 +5,9 @@
   (with the job's outcome), a non-terminal one must leave it waiting;
 - a Macie job log batch must end up on the event bus, where the resume function's rules deliver it;
 - the schedule must run the reconciler over the waiting tasks;
-- the tagging request must tag the documents and their translations from Macie's findings.
+- the tagging request must tag the documents and their translations from Macie's findings;
+- the export workflow's samples must take and release its run lock, start and check the FHIR export (against a
+  simulated HealthLake serving its FHIR endpoint over HTTP) and publish an exported file's records on the export bus.
 
 Services moto lacks (Translate, Macie classification jobs and findings) answer through botocore Stubber.
 """
@@ -25,23 +27,30 @@ import pytest
 from botocore.stub import Stubber
 from moto.events.models import EventPattern
 
+from localcloud.simulators.healthlake import HealthLakeSimulator
 from shared.adapters import ADAPTERS, healthlake_job_id, outcome_of
 from tests.unit.support import (
     EVENTS,
     SRC,
     Aws,
     EventBus,
+    ExportAccount,
     WaitingTask,
     backdate_registration,
+    fhir_patients,
     invoke,
     logs_data,
     macie_finding,
     macie_job,
+    ndjson,
+    resolve_all,
     rule_patterns,
     tags_of,
     template_handlers,
     translation_output,
+    with_bodies,
 )
+from tests.unit.task_support import TaskAccount
 
 SAMPLE_NAME = re.compile(r"^(?P<handler>[a-z][a-z0-9_]*)\.(?P<case>[a-z0-9][a-z0-9-]*)\.json$")
 SAMPLES = sorted(EVENTS.glob("*.json"))
@@ -92,7 +101,26 @@ API_ANSWERS: dict[str, Callable[[dict[str, Any]], list[tuple[str, str, dict[str,
     ],
 }
 DESCRIBED_SERVICES = ("translate", "macie2", "bedrock-data-automation-runtime", "healthlake")
-REPLAYED = {"register_token", "resume_job", "forward_macie_logs", "reconcile_jobs", "tag_documents"}
+REPLAYED = {
+    "register_token",
+    "resume_job",
+    "forward_macie_logs",
+    "reconcile_jobs",
+    "tag_documents",
+    "take_export_lock",
+    "release_export_lock",
+    "export_job",
+    "publish_records",
+    "task_api",
+    "record_task_status",
+}
+# The stack the samples' ARNs name (samconfig.toml's default stack_name): the state machine is `<stack>-export`.
+SAMPLE_STACK = "callback-kit"
+EXPORT_ENDS = {
+    "release_export_lock.execution-failed.json": "FAILED",
+    "release_export_lock.execution-timed-out.json": "TIMED_OUT",
+    "release_export_lock.execution-aborted.json": "ABORTED",
+}
 
 
 def registered_job_id(service: str, detail: dict[str, Any]) -> str:
@@ -323,3 +351,293 @@ def test_the_tagging_sample_tags_documents_and_translations(
         for key in (source, *targets):
             assert tags_of(s3, bucket, key) == {"pii": str(source == with_pii).lower()}, key
     macie.assert_no_pending_responses()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# take_export_lock
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sample", samples_of("take_export_lock"), ids=lambda sample: sample.name)
+def test_the_take_lock_sample_takes_the_export_lock(sample: Path, export_account: ExportAccount) -> None:
+    # Given the lock as the previous run left it: COMPLETED, with its trigger time as the next run's _since
+    payload = load(sample)
+    export_account.hold(
+        f"{payload['executionArn'].rsplit(':', 1)[0]}:previous-run", "COMPLETED", last_run_time="2026-01-15T10:25:00Z"
+    )
+
+    # When the workflow's TakeLock step invokes the function with its payload
+    result = invoke("take_export_lock", payload)
+
+    # Then the execution holds the lock and exports what changed since the previous run's trigger time
+    assert result == {"acquired": True, "lastRunTime": "2026-01-15T10:25:00Z", "holder": None}
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["executionArn"], lock["triggerTime"]) == (
+        "RUNNING",
+        payload["executionArn"],
+        payload["triggerTime"],
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# release_export_lock
+# ----------------------------------------------------------------------------------------------------------------
+def test_every_way_an_export_execution_ends_without_its_bookkeeping_has_a_sample() -> None:
+    assert {sample.name for sample in samples_of("release_export_lock")} == set(EXPORT_ENDS)
+
+
+@pytest.mark.parametrize("sample", samples_of("release_export_lock"), ids=lambda sample: sample.name)
+def test_the_status_change_rule_delivers_an_export_execution_that_ended_badly(sample: Path) -> None:
+    # Given an Execution Status Change event of the export state machine, and the template's rule for the release
+    # function in the stack the sample was taken from
+    event = load(sample)
+    patterns = resolve_all(rule_patterns("release_export_lock"), SAMPLE_STACK)
+    assert patterns, "template.yaml: the release function has no EventBridgeRule event"
+
+    # Then the rule delivers it
+    assert event["detail"]["status"] == EXPORT_ENDS[sample.name]
+    assert any(EventPattern.load(json.dumps(pattern)).matches_event(event) for pattern in patterns.values())
+
+
+@pytest.mark.parametrize("sample", samples_of("release_export_lock"), ids=lambda sample: sample.name)
+def test_an_execution_end_sample_releases_the_lock_it_held(sample: Path, export_account: ExportAccount) -> None:
+    # Given the lock held by the execution that ended
+    event = load(sample)
+    execution_arn = event["detail"]["executionArn"]
+    export_account.hold(execution_arn, last_run_time="2026-01-15T10:25:00Z")
+
+    # When its status change reaches the release function
+    result = invoke("release_export_lock", event)
+
+    # Then the lock is free again, and the next run exports the same gap (lastRunTime did not move)
+    assert result == {"released": True}
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["executionArn"], lock["lastRunTime"]) == (
+        "FAILED",
+        execution_arn,
+        "2026-01-15T10:25:00Z",
+    )
+    taken = invoke("take_export_lock", {"executionArn": f"{execution_arn}-next", "triggerTime": "2026-01-15T11:00:00Z"})
+    assert taken == {"acquired": True, "lastRunTime": "2026-01-15T10:25:00Z", "holder": None}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# export_job
+# ----------------------------------------------------------------------------------------------------------------
+def sample_body(sample: Path) -> dict[str, Any]:
+    (record,) = load(sample)["Records"]
+    return dict(json.loads(record["body"]))
+
+
+@pytest.mark.parametrize("sample", samples_of("export_job"), ids=lambda sample: sample.name)
+def test_an_export_queue_sample_is_a_message_the_workflow_or_the_function_sends(sample: Path) -> None:
+    # Given a message from the export queue, as the SQS event source mapping delivers it
+    (record,) = load(sample)["Records"]
+    body = json.loads(record["body"])
+
+    # Then it is one of the two messages the export function reads, with every field it needs
+    assert record["eventSource"] == "aws:sqs"
+    assert set(body) in (
+        {"action", "taskToken", "executionArn", "executionName", "lastRunTime"},
+        {
+            "action",
+            "taskToken",
+            "jobId",
+        },
+    )
+    assert body["action"] == ("start" if "executionArn" in body else "check")
+
+
+def test_the_start_message_sample_starts_the_export_and_schedules_its_first_check(
+    export_account: ExportAccount, healthlake: Callable[..., HealthLakeSimulator]
+) -> None:
+    # Given a HealthLake data store (a simulator serving the FHIR endpoint, SigV4 checked)
+    simulator = healthlake(delay_seconds=60)
+    sample = EVENTS / "export_job.start-message.json"
+    body = sample_body(sample)
+
+    # When the start message the workflow's Export task sent reaches the export function
+    result = invoke("export_job", load(sample))
+
+    # Then the data store exports what changed since the last run, and a check of that export is queued for later
+    assert result == {"batchItemFailures": []}
+    assert export_account.started_exports() == {body["executionArn"]: next(iter(simulator.jobs))}
+    (job,) = simulator.jobs.values()
+    assert f"_since={body['lastRunTime'].replace(':', '%3A')}" in str(job.request)
+    assert export_account.checks_queued() == [
+        (
+            {"action": "check", "taskToken": body["taskToken"], "jobId": job.job_id},
+            int(export_account.environment["EXPORT_RECHECK_DELAY_SECONDS"]),
+        )
+    ]
+
+
+def test_the_check_message_sample_ends_the_task_with_the_manifest_of_the_finished_export(
+    export_account: ExportAccount, waiting_task: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber]
+) -> None:
+    # Given a workflow waiting for the export of the sample's check, which HealthLake reports COMPLETED, with its
+    # files in the export bucket
+    sample = EVENTS / "export_job.check-message.json"
+    job_id = sample_body(sample)["jobId"]
+    datastore_id = export_account.environment["HEALTHLAKE_DATASTORE_ID"]
+    folder = f"exports/{datastore_id}-FHIR_EXPORT-{job_id}/"
+    files = [
+        f"{folder}Patient/Patient-4726190385126740913-1-0.ndjson",
+        f"{folder}Observation/Observation-4726190385126740913-1-0.ndjson",
+    ]
+    for key in files:
+        export_account.s3.put_object(Bucket=export_account.bucket, Key=key, Body=ndjson(fhir_patients(2)))
+    described = {
+        "ExportJobProperties": {
+            "JobId": job_id,
+            "JobStatus": "COMPLETED",
+            "SubmitTime": datetime(2026, 1, 15, 10, 30, 1, tzinfo=UTC),
+            "EndTime": datetime(2026, 1, 15, 10, 40, 2, tzinfo=UTC),
+            "DatastoreId": datastore_id,
+            "OutputDataConfig": {
+                "S3Configuration": {
+                    "S3Uri": f"s3://{export_account.bucket}/{folder}",
+                    "KmsKeyId": export_account.environment["EXPORT_KMS_KEY_ID"],
+                }
+            },
+            "DataAccessRoleArn": export_account.environment["EXPORT_DATA_ACCESS_ROLE_ARN"],
+        }
+    }
+    stubbed("healthlake").add_response(
+        "describe_fhir_export_job", described, {"DatastoreId": datastore_id, "JobId": job_id}
+    )
+    task = waiting_task(heartbeat_seconds=600)
+
+    # When the check message (carrying this task's token) reaches the export function
+    result = invoke("export_job", with_bodies(load(sample), taskToken=task.token))
+
+    # Then the task succeeds with the manifest of the export's files, and nothing more is checked
+    assert result == {"batchItemFailures": []}
+    execution = task.wait_until_closed()
+    assert execution["status"] == "SUCCEEDED"
+    output = json.loads(execution["output"])
+    assert (output["bucket"], output["fileCount"], output["status"]) == (export_account.bucket, 2, "COMPLETED")
+    assert sorted(entry["key"] for entry in export_account.manifest(output["manifestKey"])) == sorted(files)
+    assert export_account.checks_queued() == []
+    stubbed("healthlake").assert_no_pending_responses()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# publish_records
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sample", samples_of("publish_records"), ids=lambda sample: sample.name)
+def test_the_file_sample_puts_each_record_of_the_file_on_the_export_bus(
+    sample: Path, export_account: ExportAccount, s3_bucket: Callable[[str], Any]
+) -> None:
+    # Given the exported NDJSON file the Distributed Map hands the function
+    item = load(sample)
+    records = fhir_patients(12)
+    s3_bucket(item["bucket"]).put_object(Bucket=item["bucket"], Key=item["key"], Body=ndjson(records))
+
+    # When the map's PublishFile step invokes the function with it
+    result = invoke("publish_records", item)
+
+    # Then every record is one event on the export bus, and the result carries counts only
+    assert result == {"key": item["key"], "records": len(records)}
+    delivered = export_account.published.delivered()
+    assert {event["detail-type"] for event in delivered} == {export_account.environment["EXPORT_DETAIL_TYPE"]}
+    assert sorted(json.dumps(event["detail"], sort_keys=True) for event in delivered) == sorted(
+        json.dumps(record, sort_keys=True) for record in records
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# task_api and record_task_status
+# ----------------------------------------------------------------------------------------------------------------
+# The tasks the API samples name: one still running, one that succeeded (both the samples' caller's); any other id
+# is unknown. What each sample answers.
+RUNNING_TASK, SUCCEEDED_TASK = "7f0e5f3c-2b1a-4c6d-9e8f-0a1b2c3d4e5f", "0c9d8e7f-6a5b-4c3d-8e1f-2a3b4c5d6e7f"
+API_ANSWERS_BY_SAMPLE: dict[str, tuple[int, str | None]] = {
+    "task_api.submit.json": (202, "SUBMITTED"),
+    "task_api.submit-invalid.json": (422, None),
+    "task_api.submit-unknown-type.json": (422, None),
+    "task_api.submit-malformed.json": (400, None),
+    "task_api.get-running.json": (200, "RUNNING"),
+    "task_api.get-succeeded.json": (200, "SUCCEEDED"),
+    "task_api.get-unknown.json": (404, None),
+    "task_api.get-result.json": (200, None),
+    "task_api.get-result-pending.json": (404, "RUNNING"),
+    "task_api.get-history.json": (200, None),
+    "task_api.cancel.json": (200, "CANCELLED"),
+    "task_api.cancel-ended.json": (409, "SUCCEEDED"),
+    "task_api.get-openapi.json": (200, None),
+}
+
+
+def seed_task(tasks: TaskAccount, task_id: str, owner: str, execution_arn: str, output: str | None = None) -> None:
+    """A task as the API leaves it once started; with `output`, as the status recorder leaves it once succeeded."""
+    from shared.statuslog import END_SEQ, HEAD_SEQ, Entry, StatusLog
+
+    log = StatusLog(tasks.environment["TASK_TABLE"])
+    head = Entry(HEAD_SEQ, "SUBMITTED", "2026-01-15T10:31:47.120Z", expires_at=2_000_000_000, owner=owner)
+    log.create(task_id, Entry(**{**head.__dict__, "type": "documents", "input": {}, "execution_arn": execution_arn}))
+    log.append(task_id, Entry("2026-01-15T10:31:47.200Z#RUNNING", "RUNNING", "2026-01-15T10:31:47.200Z"))
+    if output is not None:
+        log.end(task_id, Entry(END_SEQ, "SUCCEEDED", "2026-01-15T10:42:07.000Z", output=output))
+
+
+def test_every_api_sample_says_what_it_answers() -> None:
+    assert {sample.name for sample in samples_of("task_api")} == set(API_ANSWERS_BY_SAMPLE)
+
+
+@pytest.mark.parametrize("sample", samples_of("task_api"), ids=lambda sample: sample.name)
+def test_an_api_sample_gets_its_answer(sample: Path, tasks: TaskAccount) -> None:
+    # Given the samples' caller's two tasks
+    event = load(sample)
+    owner = event["requestContext"]["authorizer"]["iam"]["userArn"]
+    seed_task(tasks, RUNNING_TASK, owner, tasks.execution_arn(RUNNING_TASK))
+    seed_task(tasks, SUCCEEDED_TASK, owner, tasks.execution_arn(SUCCEEDED_TASK), output='{"tagged": {"documents": 3}}')
+    before = len(tasks.all_entries())
+
+    # When API Gateway hands the function the request
+    response = invoke("task_api", event)
+
+    # Then it answers as documented, and only an accepted POST or a cancel writes to the log
+    status, task_status = API_ANSWERS_BY_SAMPLE[sample.name]
+    body = json.loads(response["body"])
+    assert response["statusCode"] == status, body
+    if task_status is not None:
+        assert body["status"] == task_status
+    written = len(tasks.all_entries()) - before
+    assert written == {"task_api.submit.json": 2, "task_api.cancel.json": 1}.get(sample.name, 0)
+
+
+@pytest.mark.parametrize("sample", samples_of("record_task_status"), ids=lambda sample: sample.name)
+def test_an_execution_end_sample_appends_the_one_terminal_entry(sample: Path, tasks: TaskAccount) -> None:
+    # Given the task whose execution the sample reports
+    event = load(sample)
+    detail = event["detail"]
+    seed_task(tasks, detail["name"], "arn:aws:iam::123456789012:user/local-developer", detail["executionArn"])
+
+    # When the rule delivers it, twice (EventBridge delivers at least once)
+    first, second = invoke("record_task_status", event), invoke("record_task_status", event)
+
+    # Then the log ends with the execution's status, error and cause (or output), once
+    assert (first["recorded"], second["recorded"]) == (True, False)
+    end = tasks.log(detail["name"])[-1]
+    assert end["status"] == detail["status"]
+    assert {k: v for k, v in end["detail"].items()} == {
+        k: detail[k] for k in ("error", "cause") if detail.get(k) is not None
+    }
+    assert end.get("output") == detail.get("output")
+
+
+@pytest.mark.parametrize("sample", samples_of("record_task_status"), ids=lambda sample: sample.name)
+def test_the_status_rule_delivers_only_task_state_machines_terminal_statuses(sample: Path) -> None:
+    # Given the rule, with the task state machines as the sample's stack deploys them
+    event = load(sample)
+    (pattern,) = rule_patterns("record_task_status").values()
+    detail_pattern = dict(pattern["detail"])
+    detail_pattern["stateMachineArn"] = [event["detail"]["stateMachineArn"]]
+    rule = EventPattern.load(json.dumps({**pattern, "detail": detail_pattern}))
+
+    # Then it delivers the sample, but not a running execution nor another state machine's execution
+    assert rule.matches_event(event)
+    assert not rule.matches_event({**event, "detail": {**event["detail"], "status": "RUNNING"}})
+    other = event["detail"]["stateMachineArn"] + "-other"
+    assert not rule.matches_event({**event, "detail": {**event["detail"], "stateMachineArn": other}})

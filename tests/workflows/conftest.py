@@ -5,28 +5,58 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.cloud import DEFAULT_CREDENTIAL, CloudConfig, LocalCloud
+from localcloud.httpapi import Credential
+from localcloud.simulators.healthlake import HealthLakeSimulator
 
 ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+# A second SigV4 identity the HTTP API accepts (the first is the offline cloud's DEFAULT_CREDENTIAL).
+OTHER_CALLER = Credential(
+    access_key_id="AKIALOCALCLOUD00002",
+    secret_access_key="other-secret-key",
+    user_arn="arn:aws:iam::123456789012:user/other-developer",
+    user_id="AIDAOTHERDEVELOPER02",
+    account_id="123456789012",
+)
+SPEEDUP = 60  # one simulated minute per real second
 TASK_TIMEOUT_SECONDS = 8  # short, so the late-event case times out quickly
 PARAMETERS = {
     "TaskTimeoutSeconds": str(TASK_TIMEOUT_SECONDS),
     "HeartbeatSeconds": "4",  # the reconciler (every simulated minute = 1 s here) must keep waiting tasks alive
     "ReconcileSchedule": "rate(1 minute)",
     "ReconcileAfterSeconds": "0",
+    "ExportSchedule": "rate(1 day)",  # tests start exports themselves
+    "ExportRecheckDelaySeconds": "1",
+    "ExportHeartbeatSeconds": "4",
+    "ExportTimeoutSeconds": "15",  # a stuck export fails quickly
     "LogLevel": "WARNING",
 }
 
 
 @pytest.fixture(scope="session")
-def cloud() -> Iterator[LocalCloud]:
+def healthlake() -> Iterator[HealthLakeSimulator]:
+    """One simulated HealthLake with one data store for the whole session (the stack is deployed against it);
+    exports finish after a simulated minute. Tests steer single jobs through their JobName (the execution name):
+    `fail-`, `partial-`, `stuck-`."""
+    simulator = HealthLakeSimulator(REGION, delay_seconds=60, speedup=SPEEDUP, file_count=3, records_per_file=4)
+    yield simulator
+    simulator.stop()
+
+
+@pytest.fixture(scope="session")
+def cloud(healthlake: HealthLakeSimulator) -> Iterator[LocalCloud]:
+    datastore_id = healthlake.create_datastore("callback-kit-tests")
     config = CloudConfig(
         template=ROOT / "template.yaml",
+        region=REGION,
         aws_port=0,
         http_port=0,
-        speedup=60,
-        parameters=PARAMETERS,
+        speedup=SPEEDUP,
+        parameters={**PARAMETERS, "HealthLakeDatastoreId": datastore_id},
         async_retry_delay_seconds=0.1,
+        credentials=[DEFAULT_CREDENTIAL, OTHER_CALLER],  # two identities: tasks are scoped to their owner
     )
     with LocalCloud(config) as running:
+        running.add_simulator(healthlake)
         yield running

@@ -1,0 +1,57 @@
+"""SQS consumer of the export queue: `start` kicks off the FHIR export, `check` looks at it once (heartbeat and
+re-queue with DelaySeconds, or end the waiting task). Failed records are reported individually (partial batch
+responses); a poison message reaches the dead-letter queue after maxReceiveCount, and the task then fails by
+heartbeat timeout."""
+
+from typing import Any, Literal
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.export import begin_export, check_export
+from shared.observability import logger, metrics, token_ref
+from shared.settings import export_settings
+
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+class Start(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, hide_input_in_errors=True)
+
+    action: Literal["start"]
+    task_token: str = Field(alias="taskToken", min_length=1, repr=False)
+    execution_arn: str = Field(alias="executionArn", min_length=1)
+    execution_name: str = Field(alias="executionName", min_length=1)
+    last_run_time: str | None = Field(alias="lastRunTime", default=None)
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(populate_by_name=True, hide_input_in_errors=True)
+
+    action: Literal["check"]
+    task_token: str = Field(alias="taskToken", min_length=1, repr=False)
+    job_id: str = Field(alias="jobId", min_length=1)
+
+
+def record_handler(record: SQSRecord) -> None:
+    settings = export_settings()
+    message = record.json_body
+    if message.get("action") == "start":
+        start = Start.model_validate(message)
+        result = begin_export(
+            settings, start.task_token, start.execution_arn, start.execution_name, start.last_run_time
+        )
+        logger.info("export start", extra={"result": result, "token": token_ref(start.task_token)})
+    else:
+        check = Check.model_validate(message)
+        done = check_export(settings, check.task_token, check.job_id)
+        logger.info("export checked", extra={"jobId": check.job_id, "result": done})
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

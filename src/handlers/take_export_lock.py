@@ -1,0 +1,26 @@
+"""Takes the export run lock for this execution, or reports who holds it (the workflow then ends as skipped)."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.export import RunLock
+from shared.observability import logger, metrics
+from shared.settings import export_settings
+
+
+class TakeLock(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    execution_arn: str = Field(alias="executionArn", min_length=1)
+    trigger_time: str = Field(alias="triggerTime", min_length=1)
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    request = TakeLock.model_validate(event)
+    lock = RunLock(export_settings().table_name).take(request.execution_arn, request.trigger_time)
+    logger.info("export lock", extra=lock.as_dict())
+    return lock.as_dict()

@@ -1,0 +1,295 @@
+"""The async request/reply HTTP API (HttpApi, IAM auth on every route): POST /task and the task's resources.
+
+Requests are validated from the models (Powertools, enable_validation) before anything is written or started;
+domain errors become HTTP statuses in one place, the exception handlers at the end of this module.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Annotated, Any, cast
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, Field
+
+from shared.exceptions import (
+    IdempotencyKeyReusedError,
+    RequestTooLargeError,
+    ResultNotReadyError,
+    TaskAlreadyEndedError,
+    TaskNotFoundError,
+    UnknownTaskTypeError,
+)
+from shared.observability import logger, metrics
+from shared.settings import task_api_settings
+from shared.statuslog import TERMINAL
+from shared.task_types import TaskRequest, task_type_names
+from shared.tasks import Task, task_api
+
+TITLE, VERSION = "callback-kit tasks", "1.0.0"
+DESCRIPTION = (
+    "Asynchronous request/reply: POST /task answers 202 with the task's status URL; follow it until the result is "
+    "linked. Every route needs a SigV4 signature (service execute-api); a task is visible only to the identity "
+    "that submitted it."
+)
+TaskId = Annotated[str, Path(min_length=1, max_length=80, description="The id POST /task returned")]
+
+
+class Accepted(BaseModel):
+    id: str = Field(description="The task id; the task is at /task/{id}")
+    status: str = Field(description="SUBMITTED for a new task; the task's current status for a repeated request")
+
+
+class TaskStatus(BaseModel):
+    id: str
+    type: str
+    status: str = Field(
+        description="SUBMITTED, RUNNING, a workflow's progress (e.g. WAITING_FOR_TRANSLATION), or a terminal status:"
+        " SUCCEEDED, FAILED, TIMED_OUT, ABORTED, CANCELLED"
+    )
+    createdAt: str  # the API's JSON field names
+    updatedAt: str
+    detail: dict[str, Any] = Field(default_factory=dict, description="What the newest log entry recorded")
+    resultUrl: str | None = Field(default=None, description="Where the result is, once the task succeeded")
+    error: str | None = Field(default=None, description="Why the task failed, timed out or was cancelled")
+    cause: str | None = None
+
+
+class HistoryEntry(BaseModel):
+    status: str
+    at: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class History(BaseModel):
+    id: str
+    entries: list[HistoryEntry]
+
+
+class ErrorMessage(BaseModel):
+    message: str
+    errors: list[dict[str, Any]] | None = None
+    status: str | None = None
+
+
+def _limited_json(body: str) -> Any:
+    """The JSON body, refused before parsing when it exceeds the limit (the one place the body is read)."""
+    if len(body.encode()) > task_api_settings().max_request_bytes:
+        raise RequestTooLargeError(f"the request body exceeds {task_api_settings().max_request_bytes} bytes")
+    return json.loads(body)
+
+
+app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_limited_json)
+
+
+def _owner() -> str:
+    """The caller as API Gateway's IAM authorizer reports it (every route requires AWS_IAM)."""
+    iam = app.current_event.request_context.authorizer.iam
+    owner = iam.user_arn if iam else None
+    if not owner:
+        raise PermissionError("no IAM caller identity in the request")
+    return owner
+
+
+def _status(task: Task) -> Response[TaskStatus]:
+    headers: dict[str, str] = {}
+    body = TaskStatus(
+        id=task.id,
+        type=task.type,
+        status=task.status,
+        createdAt=task.created_at,
+        updatedAt=task.updated_at,
+        detail=task.detail,
+        error=task.error,
+        cause=task.cause,
+    )
+    if task.succeeded:
+        body.resultUrl = headers["Location"] = f"/task/{task.id}/result"
+    elif not task.ended:
+        headers["Retry-After"] = str(task_api_settings().retry_after_seconds)
+    return Response(HTTPStatus.OK, content_types.APPLICATION_JSON, body, headers)
+
+
+def _error(
+    code: HTTPStatus,
+    message: str,
+    *,
+    status: str | None = None,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response[dict[str, Any]]:
+    body = ErrorMessage(message=message, errors=errors, status=status)
+    return Response(code, content_types.APPLICATION_JSON, body.model_dump(exclude_none=True), headers)
+
+
+@app.post(
+    "/task",
+    summary="Submit a task",
+    responses={
+        202: {"description": "Accepted: follow Location", "content": {"application/json": {"model": Accepted}}},
+        400: {"description": "The body is not JSON", "content": {"application/json": {"model": ErrorMessage}}},
+        413: {"description": "The body is too large", "content": {"application/json": {"model": ErrorMessage}}},
+        422: {
+            "description": "Invalid request, unknown type, or an Idempotency-Key reused for another request",
+            "content": {"application/json": {"model": ErrorMessage}},
+        },
+    },
+)
+def submit(
+    request: Annotated[TaskRequest, Body(description='{"type": "<task type>", "input": {...}}')],
+    idempotency_key: Annotated[
+        str | None,
+        Header(min_length=1, max_length=256, description="Repeat a request safely: same key + same body = same task"),
+    ] = None,
+) -> Response[Accepted]:
+    task = task_api().submit(_owner(), request, idempotency_key)
+    headers = {"Location": f"/task/{task.id}", "Retry-After": str(task_api_settings().retry_after_seconds)}
+    return Response(
+        HTTPStatus.ACCEPTED, content_types.APPLICATION_JSON, Accepted(id=task.id, status=task.status), headers
+    )
+
+
+@app.get(
+    "/task/<task_id>",
+    summary="The task's status",
+    responses={
+        200: {"description": "The task", "content": {"application/json": {"model": TaskStatus}}},
+        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
+    },
+)
+def get_task(task_id: TaskId) -> Response[TaskStatus]:
+    return _status(task_api().get(_owner(), task_id))
+
+
+@app.get(
+    "/task/<task_id>/result",
+    summary="The task's result",
+    responses={
+        200: {"description": "The workflow's output", "content": {"application/json": {}}},
+        404: {"description": "Not ready yet (Retry-After), or no such task of yours"},
+        409: {
+            "description": "The task ended without a result",
+            "content": {"application/json": {"model": ErrorMessage}},
+        },
+    },
+)
+def get_result(task_id: TaskId) -> Response[Any]:
+    return Response(HTTPStatus.OK, content_types.APPLICATION_JSON, task_api().result(_owner(), task_id))
+
+
+@app.get(
+    "/task/<task_id>/history",
+    summary="Every status log entry, oldest first",
+    responses={
+        200: {"description": "The log", "content": {"application/json": {"model": History}}},
+        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
+    },
+)
+def get_history(task_id: TaskId) -> History:
+    entries = task_api().entries(_owner(), task_id)
+    return History(id=task_id, entries=[HistoryEntry(status=e.status, at=e.at, detail=e.detail) for e in entries])
+
+
+@app.delete(
+    "/task/<task_id>",
+    summary="Cancel the task",
+    responses={
+        200: {"description": "Cancelled (again)", "content": {"application/json": {"model": TaskStatus}}},
+        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
+        409: {"description": "The task already ended", "content": {"application/json": {"model": ErrorMessage}}},
+    },
+)
+def cancel_task(task_id: TaskId) -> Response[TaskStatus]:
+    return _status(task_api().cancel(_owner(), task_id))
+
+
+@app.get("/openapi.json", summary="This document", include_in_schema=False)
+def openapi() -> Response[str]:
+    return Response(HTTPStatus.OK, content_types.APPLICATION_JSON, openapi_document())
+
+
+def openapi_document() -> str:
+    """The OpenAPI document of this API, generated from the routes and models above."""
+    return app.get_openapi_json_schema(title=TITLE, version=VERSION, description=DESCRIPTION)
+
+
+# --- errors -> HTTP, in one place ---------------------------------------------------------------------------------
+ErrorHandler = Callable[[Any], Response[dict[str, Any]]]
+
+
+def on(exc_class: type[Exception]) -> Callable[[ErrorHandler], ErrorHandler]:
+    """`app.exception_handler`, typed."""
+    return cast(Callable[[ErrorHandler], ErrorHandler], app.exception_handler(exc_class))
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    """`("body", "documents", "input", "inputPrefix")` -> `input.inputPrefix` (the tag of the union is dropped)."""
+    parts = [str(p) for p in loc[1:] if str(p) not in task_type_names()] if loc and loc[0] == "body" else loc[1:]
+    return ".".join(str(p) for p in parts) or "body"
+
+
+@on(RequestValidationError)
+def invalid_request(exc: RequestValidationError) -> Response[dict[str, Any]]:
+    errors = []
+    for error in exc.errors():
+        if error["type"] == "json_invalid":
+            return _error(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON: {error['ctx']['error']}")
+        field = _field(tuple(error["loc"]))
+        if error["type"] in {"union_tag_invalid", "union_tag_not_found"}:
+            field = "type"
+            message = f"unknown or missing task type; allowed types: {', '.join(sorted(task_api().state_machines))}"
+        else:
+            message = str(error["msg"])
+        errors.append({"field": field, "message": message, "type": error["type"]})
+    summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return _error(HTTPStatus.UNPROCESSABLE_ENTITY, f"invalid request: {summary}", errors=errors)
+
+
+@on(RequestTooLargeError)
+def too_large(exc: RequestTooLargeError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, str(exc))
+
+
+@on(IdempotencyKeyReusedError)
+def key_reused(exc: IdempotencyKeyReusedError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.UNPROCESSABLE_ENTITY, str(exc))
+
+
+@on(UnknownTaskTypeError)
+def unknown_type(exc: UnknownTaskTypeError) -> Response[dict[str, Any]]:
+    errors = [{"field": "type", "message": str(exc), "type": "unknown_task_type"}]
+    return _error(HTTPStatus.UNPROCESSABLE_ENTITY, f"invalid request: type: {exc}", errors=errors)
+
+
+@on(TaskNotFoundError)
+def not_found(exc: TaskNotFoundError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.NOT_FOUND, f"no task {exc}")
+
+
+@on(ResultNotReadyError)
+def not_ready(exc: ResultNotReadyError) -> Response[dict[str, Any]]:
+    if exc.status in TERMINAL:
+        return _error(HTTPStatus.CONFLICT, f"task {exc.task_id} ended {exc.status} without a result", status=exc.status)
+    retry_after = {"Retry-After": str(task_api_settings().retry_after_seconds)}
+    return _error(HTTPStatus.NOT_FOUND, str(exc), status=exc.status, headers=retry_after)
+
+
+@on(TaskAlreadyEndedError)
+def already_ended(exc: TaskAlreadyEndedError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.CONFLICT, str(exc), status=exc.status)
+
+
+@on(PermissionError)
+def forbidden(exc: PermissionError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.FORBIDDEN, str(exc))
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -1,0 +1,146 @@
+"""Data access for the task status log: one DynamoDB table, append-only (no entry is ever updated or deleted).
+
+Partition `taskId`, sort `seq`, a time-ordered sequence: `<ISO-8601 UTC time, ms>#<what wrote it>` for progress
+entries (the workflows write the same format from `$$.State.EnteredTime`). Two keys are fixed so that one
+conditional write makes them unique: the head (`0000-...#SUBMITTED`, before every time) records the owner, type
+and input; the end (`9999-...#END`, after every time) records the terminal status. Every entry carries `status`,
+`at`, `detail` and `expiresAt` (TTL). Reads are strongly consistent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from shared.aws import table
+
+HEAD_SEQ = "0000-00-00T00:00:00.000Z#SUBMITTED"
+END_SEQ = "9999-12-31T23:59:59.999Z#END"
+SUBMITTED = "SUBMITTED"
+RUNNING = "RUNNING"
+CANCELLED = "CANCELLED"
+SUCCEEDED = "SUCCEEDED"
+TERMINAL = frozenset({SUCCEEDED, "FAILED", "TIMED_OUT", "ABORTED", CANCELLED})
+
+
+def timestamp(moment: datetime | None = None) -> str:
+    """`2026-01-15T10:31:47.123Z`: the format of `$$.State.EnteredTime`, so both sort together."""
+    return (moment or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: str
+    status: str
+    at: str
+    detail: dict[str, Any] = field(default_factory=dict)
+    expires_at: int = 0
+    # the head only
+    owner: str | None = None
+    type: str | None = None
+    input: Any = None
+    request_hash: str | None = None
+    execution_arn: str | None = None
+    # the end only, when the task succeeded: the output inline, or where it is stored
+    output: str | None = None
+    output_location: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.seq == END_SEQ
+
+    @classmethod
+    def from_item(cls, item: dict[str, Any]) -> Entry:
+        return cls(
+            seq=str(item["seq"]),
+            status=str(item["status"]),
+            at=str(item["at"]),
+            detail={k: _plain(v) for k, v in dict(item.get("detail") or {}).items()},
+            expires_at=int(item.get("expiresAt", 0)),
+            owner=item.get("owner"),
+            type=item.get("type"),
+            input=json.loads(item["input"]) if "input" in item else None,
+            request_hash=item.get("requestHash"),
+            execution_arn=item.get("executionArn"),
+            output=item.get("output"),
+            output_location=item.get("outputLocation"),
+        )
+
+
+def _plain(value: Any) -> Any:
+    """DynamoDB numbers come back as Decimal; details only hold small integers and text."""
+    if hasattr(value, "as_integer_ratio") and not isinstance(value, bool | int | float):
+        return int(value) if value == int(value) else float(value)
+    return value
+
+
+def _conditional_failed(exc: ClientError) -> bool:
+    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
+
+
+class StatusLog:
+    def __init__(self, table_name: str) -> None:
+        self._table = table(table_name)
+
+    def entries(self, task_id: str) -> list[Entry]:
+        """Every entry of the task, oldest first (head first, end last); empty if there is no such task."""
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "taskId = :id",
+            "ExpressionAttributeValues": {":id": task_id},
+            "ConsistentRead": True,
+        }
+        entries: list[Entry] = []
+        while True:
+            page = self._table.query(**kwargs)
+            entries += [Entry.from_item(item) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return entries
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def create(self, task_id: str, head: Entry) -> bool:
+        """Write the head entry unless the task exists; return whether it was written."""
+        item = self._item(task_id, head) | {
+            "owner": head.owner,
+            "type": head.type,
+            "input": json.dumps(head.input, separators=(",", ":")),
+            "requestHash": head.request_hash,
+            "executionArn": head.execution_arn,
+        }
+        return self._put(item)
+
+    def append(self, task_id: str, entry: Entry) -> bool:
+        """Append a progress entry; an entry with the same key already there is kept (a retried write)."""
+        return self._put(self._item(task_id, entry))
+
+    def end(self, task_id: str, entry: Entry) -> bool:
+        """Append the terminal entry unless the task already has one; return whether it was written."""
+        item = self._item(task_id, entry)
+        if entry.output is not None:
+            item["output"] = entry.output
+        if entry.output_location is not None:
+            item["outputLocation"] = entry.output_location
+        return self._put(item)
+
+    @staticmethod
+    def _item(task_id: str, entry: Entry) -> dict[str, Any]:
+        return {
+            "taskId": task_id,
+            "seq": entry.seq,
+            "status": entry.status,
+            "at": entry.at,
+            "detail": entry.detail,
+            "expiresAt": entry.expires_at,
+        }
+
+    def _put(self, item: dict[str, Any]) -> bool:
+        try:
+            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(seq)")
+        except ClientError as exc:
+            if _conditional_failed(exc):
+                return False
+            raise
+        return True

@@ -1,0 +1,60 @@
+"""Task types of the async API: each one is a request model whose `input` is validated by its own model.
+
+The state machine that runs a type comes from the template (TASK_STATE_MACHINES, checked against these models at
+cold start); a type whose state machine is not deployed is not offered. To add a type: a `<Name>Task` model with
+`type: Literal["<name>"]` and its input model, added to the TaskRequest union, and one `"<name>": "${<Workflow>}"`
+entry in TASK_STATE_MACHINES (template.yaml, TaskApiFunction), with the workflow's ARN in the status rule and the
+functions' IAM policies (docs/api.md, "Adding a task type").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+# Amazon Translate's language codes: "en", "fr-CA", "zh-TW"; "auto" lets Translate detect the source language.
+LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}(-[A-Z]{2})?$")]
+S3Prefix = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^/\s]")]
+
+
+class TaskInput(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, str_strip_whitespace=False)
+
+
+class DocumentsInput(TaskInput):
+    """DocumentsWorkflow: translate the documents under a prefix and classify them with Macie."""
+
+    input_prefix: S3Prefix = Field(alias="inputPrefix", description="Folder of the documents in the document bucket")
+    output_prefix: S3Prefix = Field(alias="outputPrefix", description="Where Translate writes the translations")
+    source_language: LanguageCode | Literal["auto"] = Field(alias="sourceLanguage", examples=["en"])
+    target_languages: list[LanguageCode] = Field(
+        alias="targetLanguages", min_length=1, max_length=10, examples=[["es", "fr"]]
+    )
+
+
+class DocumentsTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["documents"]
+    input: DocumentsInput
+
+
+# The request body: whichever task model its "type" names. Add a type here: `DocumentsTask | ExportTask`.
+TaskRequest = Annotated[DocumentsTask, Field(discriminator="type")]
+
+
+def task_models() -> tuple[type[BaseModel], ...]:
+    """The task models of TaskRequest."""
+    inner = get_args(TaskRequest)[0]
+    return get_args(inner) or (inner,)
+
+
+def task_type_names() -> set[str]:
+    """The type names the models accept."""
+    return {str(get_args(model.model_fields["type"].annotation)[0]) for model in task_models()}
+
+
+def workflow_input(request: Any) -> dict[str, Any]:
+    """The task's input as its workflow takes it (the API's field names, validated and normalised)."""
+    return dict(request.input.model_dump(mode="json", by_alias=True))

@@ -1,0 +1,329 @@
+"""Tasks of the async request/reply API: long-running workflows behind a status log (no HTTP here).
+
+A task is accepted by writing the head of its log, then its workflow is started with the task id as the execution
+name, so no retry can start it twice. Everything a client reads comes from the log, scoped to the task's owner.
+Terminal statuses are appended once per task (a conditional write on the end key), by whoever gets there first:
+the execution's status-change event, a cancellation, or a failed start.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.exceptions import BotoCoreError, ClientError
+from pydantic import BaseModel, ConfigDict, Field
+
+from shared.aws import client
+from shared.exceptions import (
+    IdempotencyKeyReusedError,
+    ResultNotReadyError,
+    TaskAlreadyEndedError,
+    TaskNotFoundError,
+    UnknownTaskTypeError,
+)
+from shared.observability import logger, metrics
+from shared.settings import TaskApiSettings, TaskLogSettings, task_api_settings, task_log_settings
+from shared.statuslog import (
+    CANCELLED,
+    END_SEQ,
+    HEAD_SEQ,
+    RUNNING,
+    SUBMITTED,
+    SUCCEEDED,
+    TERMINAL,
+    Entry,
+    StatusLog,
+    timestamp,
+)
+from shared.task_types import task_type_names, workflow_input
+
+# Idempotency keys map to task ids deterministically, per caller: a duplicate request meets the same log head.
+_IDEMPOTENCY_NAMESPACE = uuid.UUID("6b1d3c8e-2f41-4a0e-9c57-8a4f0d2e7b13")
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task as its log shows it: the head for what was asked, the newest entry for where it is."""
+
+    id: str
+    type: str
+    status: str
+    created_at: str
+    updated_at: str
+    detail: dict[str, Any]
+    error: str | None = None
+    cause: str | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == SUCCEEDED
+
+
+def task_of(task_id: str, entries: list[Entry]) -> Task:
+    head, newest = entries[0], entries[-1]
+    return Task(
+        id=task_id,
+        type=str(head.type),
+        status=newest.status,
+        created_at=head.at,
+        updated_at=newest.at,
+        detail=newest.detail,
+        error=newest.detail.get("error") if newest.terminal else None,
+        cause=newest.detail.get("cause") if newest.terminal else None,
+    )
+
+
+class StatusChange(BaseModel):
+    """The detail of a `Step Functions Execution Status Change` event (the fields used here)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    execution_arn: str = Field(alias="executionArn")
+    name: str
+    status: str
+    stop_date: int | None = Field(default=None, alias="stopDate")
+    output: str | None = None
+    error: str | None = None
+    cause: str | None = None
+
+
+class ResultStore:
+    """Outputs too large for a log entry, one S3 object per task."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+
+    def put(self, task_id: str, output: str) -> str:
+        key = f"results/{task_id}.json"
+        client("s3").put_object(Bucket=self.bucket, Key=key, Body=output.encode(), ContentType="application/json")
+        return f"s3://{self.bucket}/{key}"
+
+    def get(self, location: str) -> str:
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        return str(client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode())
+
+
+class Tasks:
+    def __init__(
+        self,
+        log: StatusLog,
+        results: ResultStore,
+        settings: TaskLogSettings,
+        state_machines: dict[str, str] | None = None,
+        start_grace_seconds: int = 60,
+    ) -> None:
+        self.log = log
+        self.results = results
+        self.settings = settings
+        self.state_machines = state_machines or {}
+        self.start_grace_seconds = start_grace_seconds
+
+    # --- reading ------------------------------------------------------------------------------------------------
+    def entries(self, owner: str, task_id: str) -> list[Entry]:
+        """The task's log, oldest first; TaskNotFoundError unless the task exists and belongs to `owner`."""
+        entries = self.log.entries(task_id)
+        if not entries or entries[0].seq != HEAD_SEQ or entries[0].owner != owner:
+            raise TaskNotFoundError(task_id)
+        return entries
+
+    def get(self, owner: str, task_id: str) -> Task:
+        return task_of(task_id, self.entries(owner, task_id))
+
+    def result(self, owner: str, task_id: str) -> str:
+        """The workflow's output (JSON text) once the task succeeded; ResultNotReadyError before or otherwise."""
+        entries = self.entries(owner, task_id)
+        end = entries[-1]
+        if not end.terminal or end.status != SUCCEEDED:
+            raise ResultNotReadyError(task_id, end.status)
+        if end.output_location:
+            return self.results.get(end.output_location)
+        return end.output or "null"
+
+    # --- submitting ---------------------------------------------------------------------------------------------
+    def submit(self, owner: str, request: Any, idempotency_key: str | None = None) -> Task:
+        """Accept a task and start its workflow. With an idempotency key, a repeated request returns the task the
+        first one created (and starts nothing); the same key with another request is refused."""
+        payload = workflow_input(request)
+        request_hash = hashlib.sha256(
+            json.dumps({"type": request.type, "input": payload}, sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest()
+        task_id = str(uuid.uuid5(_IDEMPOTENCY_NAMESPACE, f"{owner}\n{idempotency_key}")) if idempotency_key else None
+        task_id = task_id or str(uuid.uuid4())
+        if request.type not in self.state_machines:
+            raise UnknownTaskTypeError(sorted(self.state_machines))
+        state_machine = self.state_machines[request.type]
+        now = datetime.now(UTC)
+        expires_at = int(now.timestamp()) + self.settings.retention_days * 86400
+        head = Entry(
+            seq=HEAD_SEQ,
+            status=SUBMITTED,
+            at=timestamp(now),
+            detail={"idempotencyKey": idempotency_key} if idempotency_key else {},
+            expires_at=expires_at,
+            owner=owner,
+            type=request.type,
+            input=payload,
+            request_hash=request_hash,
+            execution_arn=state_machine.replace(":stateMachine:", ":execution:", 1) + f":{task_id}",
+        )
+        if not self.log.create(task_id, head):
+            return self._resubmitted(owner, task_id, request_hash)
+        logger.info("task accepted", extra={"taskId": task_id, "type": request.type})
+        return self._start(task_id, head, state_machine)
+
+    def _resubmitted(self, owner: str, task_id: str, request_hash: str) -> Task:
+        entries = self.entries(owner, task_id)
+        head = entries[0]
+        if head.request_hash != request_hash:
+            raise IdempotencyKeyReusedError(
+                "this Idempotency-Key was already used for a different request; use a new key for a new task"
+            )
+        logger.info("idempotent resubmission", extra={"taskId": task_id})
+        accepted_at = datetime.fromisoformat(head.at).timestamp()
+        if len(entries) == 1 and time.time() - accepted_at > self.start_grace_seconds:
+            # The request that accepted it never got to start it (it timed out or crashed in between).
+            return self._start(task_id, head, self.state_machines[str(head.type)])
+        return task_of(task_id, entries)
+
+    def _start(self, task_id: str, head: Entry, state_machine: str) -> Task:
+        execution_input = {**head.input, "task": {"id": task_id, "expiresAt": head.expires_at}}
+        try:
+            started = client("stepfunctions").start_execution(
+                stateMachineArn=state_machine, name=task_id, input=json.dumps(execution_input)
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":  # started by an earlier attempt
+                return self.get(str(head.owner), task_id)
+            return self._failed_to_start(task_id, head, exc.response["Error"]["Code"], str(exc))
+        except BotoCoreError as exc:
+            return self._failed_to_start(task_id, head, type(exc).__name__, str(exc))
+        running = Entry(
+            seq=f"{timestamp(started['startDate'])}#{RUNNING}",
+            status=RUNNING,
+            at=timestamp(started["startDate"]),
+            detail={"executionArn": started["executionArn"]},
+            expires_at=head.expires_at,
+        )
+        self.log.append(task_id, running)
+        return task_of(task_id, [head])  # SUBMITTED: the client follows the status resource from here
+
+    def _failed_to_start(self, task_id: str, head: Entry, code: str, message: str) -> Task:
+        logger.error("workflow not started", extra={"taskId": task_id, "error": code})
+        failed = Entry(
+            seq=END_SEQ,
+            status="FAILED",
+            at=timestamp(),
+            detail={"error": f"StartExecution.{code}", "cause": message},
+            expires_at=head.expires_at,
+        )
+        self.log.end(task_id, failed)
+        return self.get(str(head.owner), task_id)
+
+    # --- cancelling ---------------------------------------------------------------------------------------------
+    def cancel(self, owner: str, task_id: str) -> Task:
+        """Record CANCELLED and stop the workflow. Cancelling a cancelled task again only repeats the stop; a task
+        that ended otherwise raises TaskAlreadyEndedError."""
+        entries = self.entries(owner, task_id)
+        task = task_of(task_id, entries)
+        if not task.ended:
+            cancelled = Entry(
+                seq=END_SEQ,
+                status=CANCELLED,
+                at=timestamp(),
+                detail={"error": "Task.Cancelled", "cause": "The task was cancelled by its owner."},
+                expires_at=entries[0].expires_at,
+            )
+            if self.log.end(task_id, cancelled):
+                logger.info("task cancelled", extra={"taskId": task_id})
+            task = self.get(owner, task_id)
+        if task.status != CANCELLED:
+            raise TaskAlreadyEndedError(task_id, task.status)
+        self._stop(str(entries[0].execution_arn))
+        return task
+
+    @staticmethod
+    def _stop(execution_arn: str) -> None:
+        try:
+            client("stepfunctions").stop_execution(
+                executionArn=execution_arn, error="Task.Cancelled", cause="The task was cancelled by its owner."
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ExecutionDoesNotExist":  # it never started
+                raise
+
+    # --- the end of an execution --------------------------------------------------------------------------------
+    def record_end(self, change: StatusChange) -> bool:
+        """Append the terminal entry for a task's execution that ended; False if it is not a task's execution or
+        its task already has one (a duplicate event, or the task was cancelled first)."""
+        entries = self.log.entries(change.name)
+        if not entries or entries[0].seq != HEAD_SEQ or entries[0].execution_arn != change.execution_arn:
+            logger.info("not a task's execution", extra={"executionArn": change.execution_arn})
+            return False
+        if entries[-1].terminal:
+            return False
+        status, output, error, cause = change.status, change.output, change.error, change.cause
+        failed = status in {"FAILED", "TIMED_OUT"}
+        if (status == SUCCEEDED and output is None) or (failed and error is None and cause is None):
+            # The event leaves out an output over 256 KB; DescribeExecution has it (and moto drops a failure's cause
+            # there, so the event's error and cause come first).
+            described = client("stepfunctions").describe_execution(executionArn=change.execution_arn)
+            output = output if output is not None else described.get("output")
+            error, cause = error or described.get("error"), cause or described.get("cause")
+        stopped = datetime.fromtimestamp(change.stop_date / 1000, UTC) if change.stop_date else None
+        end = Entry(
+            seq=END_SEQ,
+            status=status,
+            at=timestamp(stopped),
+            detail={k: v for k, v in {"error": error, "cause": cause}.items() if v is not None},
+            expires_at=entries[0].expires_at,
+        )
+        if status == SUCCEEDED:
+            output = output if output is not None else "null"
+            if len(output.encode()) > self.settings.inline_result_max_bytes:
+                end = _with(end, output_location=self.results.put(change.name, output))
+            else:
+                end = _with(end, output=output)
+        recorded = self.log.end(change.name, end)
+        if recorded:
+            logger.info("task ended", extra={"taskId": change.name, "status": status})
+            metrics.add_metric(name=f"Task{status.title().replace('_', '')}", unit=MetricUnit.Count, value=1)
+        return recorded
+
+
+def _with(entry: Entry, **changes: Any) -> Entry:
+    return Entry(**{**entry.__dict__, **changes})
+
+
+@cache
+def task_api() -> Tasks:
+    """The Tasks of the API function, configured from its environment (once per container)."""
+    settings: TaskApiSettings = task_api_settings()
+    unknown = set(settings.state_machines) - task_type_names()
+    if unknown:  # a type whose state machine is not deployed (a disabled feature) is simply not offered
+        raise ValueError(f"TASK_STATE_MACHINES names task types without a model: {sorted(unknown)}")
+    return Tasks(
+        StatusLog(settings.task_table),
+        ResultStore(settings.result_bucket),
+        settings,
+        settings.state_machines,
+        settings.start_grace_seconds,
+    )
+
+
+@cache
+def task_recorder() -> Tasks:
+    """The Tasks of the status-change function (records ends; starts nothing)."""
+    settings = task_log_settings()
+    return Tasks(StatusLog(settings.task_table), ResultStore(settings.result_bucket), settings)

@@ -1,0 +1,536 @@
+"""The HealthLake export workflow's functions, as the workflow and its users see them: the run lock (one export at a
+time, `_since` the last successful run), the export queue's consumer (kick-off once, checks through SQS delays,
+the waiting task ended with a manifest or the export's failure) and the publishing of exported records.
+
+HealthLake is a simulator (localcloud.simulators.healthlake) serving the data store's FHIR endpoint over real HTTP
+with SigV4 checks; the waiting tasks are real executions on moto. Handlers are imported inside the tests (see
+support.check_observability).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
+
+from localcloud.simulators.healthlake import HealthLakeSimulator
+from tests.unit.support import (
+    ACCOUNT,
+    REGION,
+    WAIT_S,
+    ClientSpy,
+    ExportAccount,
+    WaitingTask,
+    fhir_patients,
+    invoke,
+    ndjson,
+    sqs_event,
+)
+
+EXECUTIONS = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:callback-kit-test-export"
+LAST_RUN = "2026-01-15T10:25:00.087Z"
+TRIGGER = "2026-01-15T10:30:00.123Z"
+
+
+def execution(name: str) -> str:
+    return f"{EXECUTIONS}:{name}"
+
+
+def take(execution_arn: str, trigger_time: str = TRIGGER) -> dict[str, Any]:
+    return dict(invoke("take_export_lock", {"executionArn": execution_arn, "triggerTime": trigger_time}))
+
+
+def execution_ended(execution_arn: str, status: str) -> dict[str, Any]:
+    """The Step Functions Execution Status Change event the release function's rule delivers."""
+    return {
+        "version": "0",
+        "id": "315c1398-40ff-a850-213b-158f73e60175",
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": ACCOUNT,
+        "time": "2026-01-15T10:52:41Z",
+        "region": REGION,
+        "resources": [execution_arn],
+        "detail": {
+            "executionArn": execution_arn,
+            "stateMachineArn": EXECUTIONS.replace(":execution:", ":stateMachine:"),
+            "name": execution_arn.rsplit(":", 1)[-1],
+            "status": status,
+            "startDate": 1768473000123,
+            "stopDate": 1768474361456,
+        },
+    }
+
+
+def start_message(task_token: str, name: str, last_run_time: str | None = LAST_RUN) -> dict[str, Any]:
+    """The message the workflow's Export task sends."""
+    return {
+        "action": "start",
+        "taskToken": task_token,
+        "executionArn": execution(name),
+        "executionName": name,
+        "lastRunTime": last_run_time,
+    }
+
+
+def check_message(task_token: str, job_id: str) -> dict[str, Any]:
+    return {"action": "check", "taskToken": task_token, "jobId": job_id}
+
+
+def started(export: ExportAccount, task_token: str, name: str = "run-1") -> str:
+    """Deliver a start message; return the export job it started."""
+    assert invoke("export_job", sqs_event([start_message(task_token, name)])) == {"batchItemFailures": []}
+    return export.started_exports()[execution(name)]
+
+
+def wait_for_job(simulator: HealthLakeSimulator, job_id: str, status: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while simulator.jobs[job_id].status != status:
+        assert time.monotonic() < deadline, f"export {job_id} is {simulator.jobs[job_id].status}, not {status}"
+        time.sleep(0.01)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The run lock
+# ----------------------------------------------------------------------------------------------------------------
+def test_the_first_run_takes_the_lock_and_exports_everything(export_account: ExportAccount) -> None:
+    # Given no export has ever run
+    assert export_account.lock() is None
+
+    # When the first execution takes the lock
+    result = take(execution("first"))
+
+    # Then it holds the lock, with no `_since`: everything is exported
+    assert result == {"acquired": True, "lastRunTime": None, "holder": None}
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["executionArn"], lock["triggerTime"]) == ("RUNNING", execution("first"), TRIGGER)
+
+
+def test_a_second_execution_is_refused_while_the_holder_runs(
+    export_account: ExportAccount, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given the lock held by an execution that is still running
+    holder = waiting_task()
+    export_account.hold(holder.execution_arn, last_run_time=LAST_RUN)
+    before = export_account.lock()
+
+    # When another execution tries to take it
+    result = take(execution("second"), "2026-01-15T10:35:00.000Z")
+
+    # Then it is refused and told who holds it; the lock is unchanged and the holder keeps running
+    assert result == {"acquired": False, "lastRunTime": LAST_RUN, "holder": holder.execution_arn}
+    assert export_account.lock() == before
+    assert holder.status() == "RUNNING"
+
+
+@pytest.mark.parametrize("ended", ["aborted", "never-started"])
+def test_a_lock_whose_holder_no_longer_runs_is_taken_over_with_its_last_run_time(
+    ended: str, export_account: ExportAccount, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given the lock still RUNNING for an execution that has ended without releasing it (or that Step Functions
+    # does not know)
+    if ended == "aborted":
+        stale = waiting_task()
+        stale.stop()
+        stale_arn = stale.execution_arn
+    else:
+        stale_arn = execution("vanished")
+    export_account.hold(stale_arn, last_run_time=LAST_RUN)
+
+    # When the next execution takes the lock
+    result = take(execution("next"))
+
+    # Then it takes the lock over and exports from the last successful run on (the stale run's gap included)
+    assert result == {"acquired": True, "lastRunTime": LAST_RUN, "holder": None}
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["executionArn"], lock["lastRunTime"]) == ("RUNNING", execution("next"), LAST_RUN)
+
+
+def test_a_retried_take_by_the_holder_succeeds(export_account: ExportAccount) -> None:
+    # Given an execution that took the lock (its Lambda invoke is then retried, e.g. after a timeout)
+    export_account.hold(execution("previous"), "COMPLETED", last_run_time=LAST_RUN)
+    first = take(execution("retried"))
+
+    # When the same execution takes it again
+    again = take(execution("retried"))
+
+    # Then it still holds the lock, with the same `_since`
+    assert first == again == {"acquired": True, "lastRunTime": LAST_RUN, "holder": None}
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["executionArn"]) == ("RUNNING", execution("retried"))
+
+
+@pytest.mark.parametrize(("status", "moved"), [("FAILED", False), ("COMPLETED", True)])
+def test_releasing_moves_the_last_run_time_only_after_a_successful_run(
+    status: str, moved: bool, export_account: ExportAccount
+) -> None:
+    # Given the lock held by an execution triggered at TRIGGER, the previous success at LAST_RUN
+    export_account.hold(execution("previous"), "COMPLETED", last_run_time=LAST_RUN)
+    assert take(execution("current"))["acquired"]
+    run_lock = importlib.import_module("shared.export").RunLock(export_account.environment["EXPORT_TABLE"])
+
+    # When it releases the lock with its outcome
+    released = run_lock.release(execution("current"), status, TRIGGER)
+
+    # Then the lock is free; a success moves `_since` to its trigger time, a failure leaves it for the next run
+    assert released is True
+    lock = export_account.lock()
+    assert lock is not None
+    assert (lock["runStatus"], lock["lastRunTime"]) == (status, TRIGGER if moved else LAST_RUN)
+    assert take(execution("after"), "2026-01-15T10:35:00.000Z")["lastRunTime"] == (TRIGGER if moved else LAST_RUN)
+
+
+def test_the_late_end_of_an_execution_that_lost_the_lock_changes_nothing(
+    export_account: ExportAccount, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a stale holder whose lock was taken over by a running execution
+    stale = waiting_task()
+    stale.stop()
+    export_account.hold(stale.execution_arn, last_run_time=LAST_RUN)
+    assert take(execution("current"))["acquired"]
+    before = export_account.lock()
+
+    # When the stale execution's status change reaches the release function
+    result = invoke("release_export_lock", execution_ended(stale.execution_arn, "ABORTED"))
+
+    # Then nothing is released: the current holder keeps the lock
+    assert result == {"released": False}
+    assert export_account.lock() == before
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The export queue's consumer
+# ----------------------------------------------------------------------------------------------------------------
+def test_a_start_message_kicks_off_one_export_even_when_delivered_twice(
+    export_account: ExportAccount, healthlake: Callable[..., HealthLakeSimulator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a data store, checks configured 45 s apart, and the workflow's start message
+    monkeypatch.setenv("EXPORT_RECHECK_DELAY_SECONDS", "45")
+    simulator = healthlake(delay_seconds=60)
+    event = sqs_event([start_message("token-1", "run-1")])
+
+    # When SQS delivers the message twice (at-least-once delivery)
+    first = invoke("export_job", event)
+    second = invoke("export_job", event)
+
+    # Then one export was kicked off (a second one would have been refused: one export at a time), both deliveries
+    # succeed, and every check queued is of that export, 45 s later
+    assert first == second == {"batchItemFailures": []}
+    assert len(simulator.jobs) == 1
+    (job_id,) = simulator.jobs
+    assert export_account.started_exports() == {execution("run-1"): job_id}
+    checks = export_account.checks_queued()
+    assert checks
+    assert {json.dumps(body, sort_keys=True) for body, _ in checks} == {
+        json.dumps(check_message("token-1", job_id), sort_keys=True)
+    }
+    assert {delay for _, delay in checks} == {45}
+
+
+def test_the_first_run_exports_everything_and_a_later_one_what_changed_since(
+    export_account: ExportAccount, healthlake: Callable[..., HealthLakeSimulator]
+) -> None:
+    # Given a data store
+    simulator = healthlake(delay_seconds=60, one_running_export=False)
+
+    # When the first run (no lastRunTime) and a later run start their exports
+    event = sqs_event([start_message("token-1", "first", None), start_message("token-2", "later", LAST_RUN)])
+    assert invoke("export_job", event) == {"batchItemFailures": []}
+
+    # Then the first export has no `_since`, the later one the last run's trigger time
+    requests = {
+        execution: str(simulator.jobs[job].request) for execution, job in export_account.started_exports().items()
+    }
+    assert "_since" not in requests[execution("first")]
+    assert f"_since={LAST_RUN.replace(':', '%3A')}" in requests[execution("later")]
+
+
+def test_a_check_while_the_export_runs_heartbeats_and_checks_again_later(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given a workflow waiting for an export that is in progress
+    simulator = healthlake(outcome="STUCK", delay_seconds=0.1)
+    task = waiting_task(heartbeat_seconds=600)
+    job_id = started(export_account, task.token)
+    wait_for_job(simulator, job_id, "IN_PROGRESS")
+    export_account.sqs.calls.clear()
+
+    # When its check message arrives
+    result = invoke("export_job", sqs_event([check_message(task.token, job_id)]))
+
+    # Then the task gets a heartbeat and keeps waiting, and exactly one check is queued for later
+    assert result == {"batchItemFailures": []}
+    assert sfn_spy.calls_to("send_task_heartbeat") == [{"taskToken": task.token}]
+    assert task.status() == "RUNNING"
+    delay = int(export_account.environment["EXPORT_RECHECK_DELAY_SECONDS"])
+    assert export_account.checks_queued() == [(check_message(task.token, job_id), delay)]
+
+
+def test_a_completed_export_ends_the_task_with_a_manifest_of_its_files(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given a workflow waiting for an export that completed with 3 files, next to files that are not its records
+    # (an OperationOutcome file and another export's file)
+    simulator = healthlake(file_count=3, records_per_file=2)
+    task = waiting_task(heartbeat_seconds=600)
+    job_id = started(export_account, task.token)
+    wait_for_job(simulator, job_id, "COMPLETED")
+    exported = sorted(url for _, url in simulator.jobs[job_id].output)
+    assert len(exported) == 3
+    folder = exported[0].removeprefix(f"s3://{export_account.bucket}/").split("/", 2)
+    datastore_id = export_account.environment["HEALTHLAKE_DATASTORE_ID"]
+    for key in (
+        f"{folder[0]}/{folder[1]}/OperationOutcome/OperationOutcome-4726190385126740913-1-0.ndjson",
+        f"exports/{datastore_id}-FHIR_EXPORT-0000000000000000000000000000other/Patient/Patient-1-1-0.ndjson",
+    ):
+        export_account.s3.put_object(Bucket=export_account.bucket, Key=key, Body=b"{}\n")
+    export_account.sqs.calls.clear()
+
+    # When its check message arrives
+    result = invoke("export_job", sqs_event([check_message(task.token, job_id)]))
+
+    # Then the task succeeds with the manifest, which lists exactly the export's NDJSON files, and checking stops
+    assert result == {"batchItemFailures": []}
+    execution_ = task.wait_until_closed()
+    assert execution_["status"] == "SUCCEEDED"
+    output = json.loads(execution_["output"])
+    assert {key: output[key] for key in ("bucket", "fileCount", "status")} == {
+        "bucket": export_account.bucket,
+        "fileCount": 3,
+        "status": "COMPLETED",
+    }
+    manifest = export_account.manifest(output["manifestKey"])
+    assert sorted(f"s3://{entry['bucket']}/{entry['key']}" for entry in manifest) == exported
+    assert len(sfn_spy.calls_to("send_task_success")) == 1
+    assert export_account.checks_queued() == []
+
+
+@pytest.mark.parametrize("outcome", ["COMPLETED_WITH_ERRORS", "FAILED"])
+def test_an_export_that_did_not_complete_fails_the_task_with_its_status(
+    outcome: str,
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+) -> None:
+    # Given a workflow waiting for an export that ended without all its records
+    simulator = healthlake(outcome=outcome)
+    task = waiting_task(heartbeat_seconds=600)
+    job_id = started(export_account, task.token)
+    wait_for_job(simulator, job_id, outcome)
+    export_account.sqs.calls.clear()
+
+    # When its check message arrives
+    result = invoke("export_job", sqs_event([check_message(task.token, job_id)]))
+
+    # Then the task fails with an error its Catch can match, no manifest is written and checking stops
+    assert result == {"batchItemFailures": []}
+    execution_ = task.wait_until_closed()
+    assert (execution_["status"], execution_["error"]) == ("FAILED", f"HealthLake.{outcome}")
+    manifests = export_account.s3.list_objects_v2(Bucket=export_account.bucket, Prefix="manifests/")
+    assert manifests.get("KeyCount", 0) == 0
+    assert export_account.checks_queued() == []
+
+
+def test_a_check_for_a_task_that_timed_out_stops_checking(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given an export still running for a workflow whose task has timed out
+    simulator = healthlake(outcome="STUCK", delay_seconds=0.1)
+    task = waiting_task(timeout_seconds=2, heartbeat_seconds=1)
+    job_id = started(export_account, task.token)
+    wait_for_job(simulator, job_id, "IN_PROGRESS")
+    closed = task.wait_until_closed()
+    assert (closed["status"], closed["error"]) == ("FAILED", "States.Timeout")
+    export_account.sqs.calls.clear()
+
+    # When its check message arrives
+    result = invoke("export_job", sqs_event([check_message(task.token, job_id)]))
+
+    # Then the message is done with (no retry) and no further check is queued
+    assert result == {"batchItemFailures": []}
+    assert sfn_spy.calls_to("send_task_heartbeat") == [{"taskToken": task.token}]
+    assert export_account.checks_queued() == []
+
+
+def test_a_bad_message_fails_alone_and_the_rest_of_the_batch_is_processed(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given a batch with a good check message among messages the function cannot read
+    simulator = healthlake(outcome="STUCK", delay_seconds=0.1)
+    task = waiting_task(heartbeat_seconds=600)
+    job_id = started(export_account, task.token)
+    wait_for_job(simulator, job_id, "IN_PROGRESS")
+    export_account.sqs.calls.clear()
+    event = sqs_event(
+        [
+            "not json",
+            {"action": "check", "jobId": job_id},  # no task token
+            check_message(task.token, job_id),
+            {"action": "stop", "taskToken": task.token, "jobId": job_id},
+        ]
+    )
+    records = event["Records"]
+
+    # When the batch arrives
+    result = invoke("export_job", event)
+
+    # Then only the bad records are reported (SQS retries them, then dead-letters them); the good one is done
+    assert result == {"batchItemFailures": [{"itemIdentifier": records[n]["messageId"]} for n in (0, 1, 3)]}
+    assert sfn_spy.calls_to("send_task_heartbeat") == [{"taskToken": task.token}]
+    assert len(export_account.checks_queued()) == 1
+
+
+def test_a_start_while_another_export_runs_keeps_the_task_alive_and_tries_again_later(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given another export running in the account (HealthLake runs one at a time: its kick-off answers 429)
+    simulator = healthlake(delay_seconds=60)
+    started(export_account, "token-1", "running")
+    export_account.sqs.calls.clear()
+    task = waiting_task(heartbeat_seconds=600)
+    message = start_message(task.token, "waiting")
+
+    # When this workflow's start message arrives
+    result = invoke("export_job", sqs_event([message]))
+
+    # Then no second export is started; the task gets a heartbeat and the start is queued again for later
+    assert result == {"batchItemFailures": []}
+    assert len(simulator.jobs) == 1
+    assert execution("waiting") not in export_account.started_exports()
+    assert sfn_spy.calls_to("send_task_heartbeat") == [{"taskToken": task.token}]
+    assert task.status() == "RUNNING"
+    delay = int(export_account.environment["EXPORT_RECHECK_DELAY_SECONDS"])
+    assert export_account.checks_queued() == [(message, delay)]
+
+
+def test_a_refused_kick_off_fails_the_message_so_that_it_is_retried(
+    export_account: ExportAccount, healthlake: Callable[..., HealthLakeSimulator], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a data store that refuses the kick-off (here: a data access role that is not a role ARN, 400)
+    simulator = healthlake()
+    monkeypatch.setenv("EXPORT_DATA_ACCESS_ROLE_ARN", "not-a-role")
+    # (next to the redelivered start message of an execution whose export was already started)
+    export_account.table.put_item(Item={"pk": f"EXPORT#{execution('started')}", "jobId": "started-job"})
+    event = sqs_event([start_message("token-1", "refused"), start_message("token-2", "started")])
+
+    # When the start message arrives alone, then in that batch
+    with pytest.raises(BatchProcessingError, match="All records failed"):
+        invoke("export_job", {"Records": event["Records"][:1]})
+    result = invoke("export_job", event)
+
+    # Then it fails alone (the invocation fails) and in the batch (its record is reported), so SQS redelivers it,
+    # then dead-letters it; no export was started or check queued for it, while the other record was processed
+    assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    assert simulator.jobs == {}
+    assert export_account.started_exports() == {execution("started"): "started-job"}
+    delay = int(export_account.environment["EXPORT_RECHECK_DELAY_SECONDS"])
+    assert export_account.checks_queued() == [(check_message("token-2", "started-job"), delay)]
+    # because the kick-off raised ExportNotStartedError
+    export = importlib.import_module("shared.export")
+    errors = importlib.import_module("shared.exceptions")
+    with pytest.raises(errors.ExportNotStartedError, match="answered 400"):
+        export.start_export(
+            importlib.import_module("shared.settings").export_settings(), execution("refused"), "refused", None
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Publishing the exported records
+# ----------------------------------------------------------------------------------------------------------------
+def exported_file(export: ExportAccount, records: list[dict[str, Any]]) -> dict[str, str]:
+    key = "exports/ds-FHIR_EXPORT-job/Patient/Patient-4726190385126740913-1-0.ndjson"
+    body = ndjson(records[:3]) + b"\n" + ndjson(records[3:]) + b"  \n"  # blank lines are not records
+    export.s3.put_object(Bucket=export.bucket, Key=key, Body=body)
+    return {"bucket": export.bucket, "key": key}
+
+
+def events_spy(monkeypatch: pytest.MonkeyPatch, refuse_first: int = 0) -> ClientSpy:
+    """The functions' EventBridge client, recording its calls; the first PutEvents refuses its first
+    `refuse_first` entries (EventBridge's partial failure: the others are put)."""
+    eventbus = importlib.import_module("shared.eventbus")
+    real_client = eventbus.client
+    real = real_client("events")
+    refused = {"left": refuse_first}
+
+    class PartlyRefusing:
+        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+            refuse, refused["left"] = refused["left"], 0
+            answer = real.put_events(Entries=Entries[refuse:]) if Entries[refuse:] else {"Entries": []}
+            throttled = [{"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}] * refuse
+            return {"FailedEntryCount": refuse, "Entries": throttled + answer["Entries"]}
+
+    spy = ClientSpy(PartlyRefusing())
+    monkeypatch.setattr(eventbus, "client", lambda service: spy if service == "events" else real_client(service))
+    monkeypatch.setattr(eventbus.time, "sleep", lambda seconds: None)
+    return spy
+
+
+def test_every_record_of_a_file_becomes_one_event_on_the_export_bus(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an exported file of 205 records (and blank lines)
+    records = fhir_patients(205)
+    item = exported_file(export_account, records)
+    spy = events_spy(monkeypatch)
+
+    # When the map's PublishFile step invokes the function with it
+    result = invoke("publish_records", item)
+
+    # Then each record is one PutEvents entry for the export bus with the configured detail-type, at most 10 entries
+    # a call, and the result carries counts only
+    assert result == {"key": item["key"], "records": 205}
+    calls = spy.calls_to("put_events")
+    assert all(1 <= len(call["Entries"]) <= 10 for call in calls)
+    entries = [entry for call in calls for entry in call["Entries"]]
+    assert {(entry["EventBusName"], entry["DetailType"]) for entry in entries} == {
+        (export_account.environment["EXPORT_BUS"], export_account.environment["EXPORT_DETAIL_TYPE"])
+    }
+    assert Counter(entry["Detail"] for entry in entries) == Counter(
+        json.dumps(record, separators=(",", ":")) for record in records
+    )
+    delivered = export_account.published.delivered()
+    assert len(delivered) == 205
+
+
+def test_records_refused_by_put_events_are_put_again_and_none_twice(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given an exported file, and an event bus that refuses 4 entries of the first PutEvents call
+    records = fhir_patients(25)
+    item = exported_file(export_account, records)
+    spy = events_spy(monkeypatch, refuse_first=4)
+
+    # When the function publishes the file
+    result = invoke("publish_records", item)
+
+    # Then the refused entries were put again, and the bus got every record exactly once
+    assert result == {"key": item["key"], "records": 25}
+    assert len([entry for call in spy.calls_to("put_events") for entry in call["Entries"]]) == 25 + 4
+    delivered = export_account.published.delivered()
+    assert Counter(json.dumps(event["detail"], sort_keys=True) for event in delivered) == Counter(
+        json.dumps(record, sort_keys=True) for record in records
+    )

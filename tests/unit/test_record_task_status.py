@@ -1,0 +1,69 @@
+"""The status recorder: one terminal entry per task, whatever reports the end and however often."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from tests.unit.support import WAIT_S, invoke
+from tests.unit.task_support import GOOD_INPUT, TaskAccount, http_event, status_change
+
+
+def submitted(tasks: TaskAccount) -> str:
+    response = invoke("task_api", http_event("POST", "/task", {"type": "documents", "input": GOOD_INPUT}))
+    return str(json.loads(response["body"])["id"])
+
+
+def test_an_execution_that_is_not_a_task_writes_nothing(tasks: TaskAccount) -> None:
+    # Given an execution started directly (no task in the log under its name)
+    execution = tasks.sfn.start_execution(stateMachineArn=tasks.state_machine, name="direct-start", input="{}")
+
+    result = invoke("record_task_status", status_change(execution["executionArn"], "SUCCEEDED", output="{}"))
+
+    assert result["recorded"] is False
+    assert tasks.all_entries() == []
+    tasks.sfn.stop_execution(executionArn=execution["executionArn"])
+
+
+def test_an_end_without_the_output_in_the_event_takes_it_from_the_execution(tasks: TaskAccount) -> None:
+    # Given a task whose execution succeeded with an output the event left out (too large for an event)
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "Result": {"rows": 3}, "End": True}}}
+    tasks.sfn.update_state_machine(stateMachineArn=tasks.state_machine, definition=json.dumps(definition))
+    try:
+        task_id = submitted(tasks)
+        deadline = time.monotonic() + WAIT_S
+        while tasks.sfn.describe_execution(executionArn=tasks.execution_arn(task_id))["status"] == "RUNNING":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+        result = invoke("record_task_status", status_change(tasks.execution_arn(task_id), "SUCCEEDED"))
+    finally:
+        definition = {"StartAt": "Work", "States": {"Work": {"Type": "Wait", "Seconds": 30, "End": True}}}
+        tasks.sfn.update_state_machine(stateMachineArn=tasks.state_machine, definition=json.dumps(definition))
+
+    assert result["recorded"] is True
+    assert json.loads(tasks.log(task_id)[-1]["output"]) == {"rows": 3}
+
+
+def test_a_failure_keeps_the_events_error_and_cause(tasks: TaskAccount) -> None:
+    task_id = submitted(tasks)
+    event = status_change(tasks.execution_arn(task_id), "FAILED", error="Macie.JOB_CANCELLED", cause="cancelled")
+
+    invoke("record_task_status", event)
+
+    end = tasks.log(task_id)[-1]
+    assert (end["status"], end["detail"]) == ("FAILED", {"error": "Macie.JOB_CANCELLED", "cause": "cancelled"})
+
+
+def test_the_first_end_wins_and_later_ones_change_nothing(tasks: TaskAccount) -> None:
+    task_id = submitted(tasks)
+    arn = tasks.execution_arn(task_id)
+
+    results = [
+        invoke("record_task_status", status_change(arn, "TIMED_OUT", error="States.Timeout")),
+        invoke("record_task_status", status_change(arn, "SUCCEEDED", output="{}")),
+        invoke("record_task_status", status_change(arn, "TIMED_OUT", error="States.Timeout")),
+    ]
+
+    assert [r["recorded"] for r in results] == [True, False, False]
+    assert [e["status"] for e in tasks.log(task_id)] == ["SUBMITTED", "RUNNING", "TIMED_OUT"]

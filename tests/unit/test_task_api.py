@@ -1,0 +1,331 @@
+"""The task API's handler with API Gateway HTTP API (payload 2.0) events, on moto: what a client sees, what the
+status log holds, which executions exist. (Imports of the handler happen inside the tests: see support.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.support import REPO, invoke
+from tests.unit.task_support import GOOD_INPUT, OTHER, OWNER, TaskAccount, function_variables, http_event
+
+
+def call(event: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+    response = invoke("task_api", event)
+    body = response.get("body")
+    return int(response["statusCode"]), response.get("headers") or {}, json.loads(body) if body else None
+
+
+def submit(body: Any = None, key: str | None = None, caller: str = OWNER) -> tuple[int, dict[str, str], Any]:
+    headers = {"idempotency-key": key} if key else {}
+    return call(
+        http_event(
+            "POST", "/task", {"type": "documents", "input": GOOD_INPUT} if body is None else body, headers, caller
+        )
+    )
+
+
+def end(tasks: TaskAccount, task_id: str, status: str, **detail: Any) -> None:
+    from tests.unit.task_support import status_change
+
+    invoke("record_task_status", status_change(tasks.execution_arn(task_id), status, **detail))
+
+
+# ---- POST /task -----------------------------------------------------------------------------------------------------
+def test_a_valid_request_is_accepted_and_its_workflow_started(tasks: TaskAccount) -> None:
+    status, headers, body = submit()
+
+    assert status == 202
+    assert body == {"id": body["id"], "status": "SUBMITTED"}
+    assert headers["Location"] == f"/task/{body['id']}"
+    assert int(headers["Retry-After"]) > 0
+    # the workflow runs under the task's id with the validated input and the task reference
+    (execution,) = tasks.executions()
+    assert execution["name"] == body["id"]
+    described = tasks.sfn.describe_execution(executionArn=execution["executionArn"])
+    started_with = json.loads(described["input"])
+    assert started_with == {**GOOD_INPUT, "task": {"id": body["id"], "expiresAt": started_with["task"]["expiresAt"]}}
+    # the log's head records owner, type and input; the start is logged too
+    head, running = tasks.log(body["id"])
+    assert (head["status"], head["owner"], head["type"]) == ("SUBMITTED", OWNER, "documents")
+    assert json.loads(head["input"]) == GOOD_INPUT
+    assert running["status"] == "RUNNING"
+    days = int(tasks.environment["TASK_LOG_RETENTION_DAYS"])
+    assert abs(int(head["expiresAt"]) - (datetime.now(UTC) + timedelta(days=days)).timestamp()) < 60
+
+
+BAD = {
+    "malformed JSON": ("{", 400, "not valid JSON"),
+    "missing field": ({"type": "documents", "input": {"inputPrefix": "in/"}}, 422, "input.outputPrefix"),
+    "unknown type": ({"type": "export-everything", "input": {}}, 422, "allowed types: documents"),
+    "unknown field": ({"type": "documents", "input": {**GOOD_INPUT, "extra": 1}}, 422, "input.extra"),
+    "no target language": ({"type": "documents", "input": {**GOOD_INPUT, "targetLanguages": []}}, 422, "target"),
+    "too large": ({"type": "documents", "input": {**GOOD_INPUT, "outputPrefix": "o" * 70_000}}, 413, "bytes"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_input_is_refused_before_anything_is_written_or_started(case: str, tasks: TaskAccount) -> None:
+    body, expected, mentioned = BAD[case]
+
+    status, _, answer = submit(body, key="k-1")
+
+    assert status == expected
+    assert mentioned in answer["message"]
+    assert tasks.all_entries() == []
+    assert tasks.executions() == []
+
+
+def test_a_type_whose_state_machine_is_not_deployed_is_not_offered(
+    tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.unit.conftest import clear_task_caches
+
+    monkeypatch.setenv("TASK_STATE_MACHINES", "{}")
+    clear_task_caches()
+
+    status, _, answer = submit()
+
+    assert status == 422
+    assert answer["message"] == "invalid request: type: unknown task type; allowed types: "
+    assert tasks.all_entries() == []
+
+
+def test_the_same_key_and_body_return_the_same_task_and_start_once(tasks: TaskAccount) -> None:
+    KEY = str(uuid.uuid4())
+    first = submit(key=KEY)
+    again = submit(key=KEY)
+
+    assert (first[0], again[0]) == (202, 202)
+    assert again[2]["id"] == first[2]["id"]
+    assert len(tasks.executions()) == 1
+    assert [e["status"] for e in tasks.log(first[2]["id"])] == ["SUBMITTED", "RUNNING"]
+
+
+def test_the_same_key_with_another_body_is_a_422_and_changes_nothing(tasks: TaskAccount) -> None:
+    KEY = str(uuid.uuid4())
+    first = submit(key=KEY)
+    before = tasks.all_entries()
+
+    status, _, answer = submit({"type": "documents", "input": {**GOOD_INPUT, "targetLanguages": ["fr"]}}, KEY)
+
+    assert status == 422
+    assert "Idempotency-Key" in answer["message"]
+    assert tasks.all_entries() == before
+    assert [e["name"] for e in tasks.executions()] == [first[2]["id"]]
+
+
+def test_keys_are_per_caller(tasks: TaskAccount) -> None:
+    key = str(uuid.uuid4())
+    mine, theirs = submit(key=key), submit(key=key, caller=OTHER)
+    assert mine[2]["id"] != theirs[2]["id"]
+    assert len(tasks.executions()) == 2
+
+
+def test_a_failed_start_is_logged_and_the_client_sees_a_failed_task(
+    tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the type's state machine does not exist (StartExecution fails after the head was written)
+    from tests.unit.conftest import clear_task_caches
+
+    missing = tasks.state_machine.rsplit(":", 1)[0] + ":gone"
+    monkeypatch.setenv("TASK_STATE_MACHINES", json.dumps({"documents": missing}))
+    clear_task_caches()
+
+    status, _, body = submit()
+
+    assert (status, body["status"]) == (202, "FAILED")
+    _, _, task = call(http_event("GET", f"/task/{body['id']}"))
+    assert task["status"] == "FAILED"
+    assert task["error"] == "StartExecution.StateMachineDoesNotExist"
+    assert task["cause"]
+
+
+def test_a_task_accepted_but_never_started_is_started_by_a_resubmission(tasks: TaskAccount) -> None:
+    # Given a task accepted minutes ago whose start never happened (the accepting request died in between)
+    from shared.statuslog import HEAD_SEQ, SUBMITTED, Entry, StatusLog, timestamp
+    from shared.tasks import _IDEMPOTENCY_NAMESPACE
+
+    key = str(uuid.uuid4())
+    task_id = str(uuid.uuid5(_IDEMPOTENCY_NAMESPACE, f"{OWNER}\n{key}"))
+    request = json.dumps({"type": "documents", "input": GOOD_INPUT}, sort_keys=True, separators=(",", ":"))
+    StatusLog(tasks.environment["TASK_TABLE"]).create(
+        task_id,
+        Entry(
+            seq=HEAD_SEQ,
+            status=SUBMITTED,
+            at=timestamp(datetime.now(UTC) - timedelta(minutes=5)),
+            expires_at=2_000_000_000,
+            owner=OWNER,
+            type="documents",
+            input=GOOD_INPUT,
+            request_hash=hashlib.sha256(request.encode()).hexdigest(),
+            execution_arn=tasks.execution_arn(task_id),
+        ),
+    )
+
+    # When the client repeats its request
+    status, _, body = submit(key=key)
+
+    # Then that task's workflow is started now, once
+    assert (status, body["id"]) == (202, task_id)
+    assert [e["name"] for e in tasks.executions()] == [task_id]
+    assert [e["status"] for e in tasks.log(task_id)] == ["SUBMITTED", "RUNNING"]
+
+
+# ---- GET /task/{id}, /result, /history --------------------------------------------------------------------------
+def test_a_pending_task_says_when_to_come_back(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+
+    status, headers, task = call(http_event("GET", f"/task/{task_id}"))
+
+    assert status == 200
+    assert (task["id"], task["type"], task["status"]) == (task_id, "documents", "RUNNING")
+    assert task["createdAt"] <= task["updatedAt"]
+    assert int(headers["Retry-After"]) > 0
+    assert "Location" not in headers
+    result = call(http_event("GET", f"/task/{task_id}/result"))
+    assert result[0] == 404
+    assert int(result[1]["Retry-After"]) > 0
+
+
+def test_a_succeeded_task_links_its_result(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    end(tasks, task_id, "SUCCEEDED", output=json.dumps({"tagged": {"documents": 3}}))
+
+    status, headers, task = call(http_event("GET", f"/task/{task_id}"))
+
+    assert (status, task["status"]) == (200, "SUCCEEDED")
+    assert headers["Location"] == task["resultUrl"] == f"/task/{task_id}/result"
+    assert "Retry-After" not in headers
+    assert call(http_event("GET", task["resultUrl"]))[::2] == (200, {"tagged": {"documents": 3}})
+
+
+def test_a_result_too_large_for_the_log_is_stored_in_s3_and_returned_the_same(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    output = {"rows": ["x" * 1000] * 200}  # 200 KB: more than a log entry takes
+    end(tasks, task_id, "SUCCEEDED", output=json.dumps(output))
+
+    status, _, result = call(http_event("GET", f"/task/{task_id}/result"))
+
+    assert (status, result) == (200, output)
+    (stored,) = tasks.s3.list_objects_v2(Bucket=tasks.bucket)["Contents"]
+    assert stored["Key"] == f"results/{task_id}.json"
+    assert "output" not in tasks.log(task_id)[-1]
+
+
+def test_a_failed_task_shows_error_and_cause_and_has_no_result(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    end(tasks, task_id, "FAILED", error="Translate.FAILED", cause="The input documents could not be read.")
+
+    _, headers, task = call(http_event("GET", f"/task/{task_id}"))
+
+    assert (task["status"], task["error"], task["cause"]) == (
+        "FAILED",
+        "Translate.FAILED",
+        "The input documents could not be read.",
+    )
+    assert "Location" not in headers and "Retry-After" not in headers
+    status, _, answer = call(http_event("GET", f"/task/{task_id}/result"))
+    assert (status, answer["status"]) == (409, "FAILED")
+
+
+def test_history_is_every_entry_oldest_first(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    end(tasks, task_id, "TIMED_OUT", error="States.Timeout")
+
+    status, _, history = call(http_event("GET", f"/task/{task_id}/history"))
+
+    assert status == 200
+    assert [e["status"] for e in history["entries"]] == ["SUBMITTED", "RUNNING", "TIMED_OUT"]
+    assert history["entries"][-1]["detail"] == {"error": "States.Timeout"}
+
+
+@pytest.mark.parametrize("path", ["", "/result", "/history"])
+def test_another_callers_task_is_as_unknown_as_a_missing_one(path: str, tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+
+    theirs = call(http_event("GET", f"/task/{task_id}{path}", caller=OTHER))
+    missing = call(http_event("GET", f"/task/no-such-task{path}", caller=OTHER))
+
+    assert theirs[0] == missing[0] == 404
+    assert theirs[2]["message"].replace(task_id, "?") == missing[2]["message"].replace("no-such-task", "?")
+
+
+# ---- DELETE /task/{id} -------------------------------------------------------------------------------------------
+def test_cancel_records_cancelled_and_stops_the_workflow(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+
+    status, _, task = call(http_event("DELETE", f"/task/{task_id}"))
+
+    assert (status, task["status"]) == (200, "CANCELLED")
+    assert tasks.wait_until_stopped(task_id) == "ABORTED"
+    # the ABORTED that follows, and a second cancel, change nothing
+    end(tasks, task_id, "ABORTED")
+    again = call(http_event("DELETE", f"/task/{task_id}"))
+    assert (again[0], again[2]["status"]) == (200, "CANCELLED")
+    assert [e["status"] for e in tasks.log(task_id)] == ["SUBMITTED", "RUNNING", "CANCELLED"]
+
+
+def test_cancelling_an_ended_task_is_a_conflict_with_its_status(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    end(tasks, task_id, "SUCCEEDED", output="{}")
+
+    status, _, answer = call(http_event("DELETE", f"/task/{task_id}"))
+
+    assert (status, answer["status"]) == (409, "SUCCEEDED")
+    assert [e["status"] for e in tasks.log(task_id)][-1] == "SUCCEEDED"
+
+
+def test_another_caller_cannot_cancel(tasks: TaskAccount) -> None:
+    task_id = submit()[2]["id"]
+    assert call(http_event("DELETE", f"/task/{task_id}", caller=OTHER))[0] == 404
+    assert tasks.sfn.describe_execution(executionArn=tasks.execution_arn(task_id))["status"] == "RUNNING"
+
+
+def test_a_request_without_an_iam_caller_is_refused(tasks: TaskAccount) -> None:
+    status, _, _ = submit(caller=None)  # type: ignore[arg-type]
+    assert status == 403
+    assert tasks.all_entries() == []
+
+
+# ---- the OpenAPI document and the template ------------------------------------------------------------------------
+def test_the_committed_openapi_document_is_the_generated_one(tasks: TaskAccount) -> None:
+    from handlers.task_api import openapi_document
+
+    committed = (REPO / "docs" / "openapi.json").read_text()
+    assert json.loads(openapi_document()) == json.loads(committed), (
+        "docs/openapi.json drifted from the API: regenerate it (docs/api.md, 'OpenAPI')"
+    )
+    served = call(http_event("GET", "/openapi.json"))
+    assert served[0] == 200 and served[2] == json.loads(committed)
+
+
+def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy() -> None:
+    from tests.unit.support import template
+
+    resources = template()["Resources"]
+    configured = function_variables("TaskApiFunction", {"DocumentsWorkflow": "DocumentsWorkflow"})
+    machines = set(json.loads(configured["TASK_STATE_MACHINES"]).values())
+    rule = resources["RecordTaskStatusFunction"]["Properties"]["Events"]["TaskExecutionEnded"]["Properties"]
+    in_rule = {ref["Ref"] for ref in rule["Pattern"]["detail"]["stateMachineArn"]}
+    statements = resources["TaskApiFunction"]["Properties"]["Policies"][0]["Statement"]
+    startable = {ref["Ref"] for s in statements if s["Action"] == "states:StartExecution" for ref in s["Resource"]}
+    assert machines == in_rule == startable
+
+
+def test_every_event_sample_of_the_api_names_a_route_of_the_template() -> None:
+    from tests.unit.support import template
+
+    events = template()["Resources"]["TaskApiFunction"]["Properties"]["Events"]
+    routes = {f"{e['Properties']['Method']} {e['Properties']['Path']}" for e in events.values()}
+    samples = sorted(Path(REPO / "events").glob("task_api.*.json"))
+    assert samples
+    for sample in samples:
+        assert json.loads(sample.read_text())["routeKey"] in routes, sample.name
