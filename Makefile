@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build demo local deploy clean lock
+.PHONY: install lint test build demo local deploy clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed
 
@@ -46,6 +46,11 @@ local: $(VENV)/.installed
 
 deploy: build
 	$(SAM) deploy --config-env $(ENV)
+
+# Regenerate docs/openapi.json from the API's models (a test fails when the committed copy drifts).
+openapi: $(VENV)/.installed
+	cd src && TASK_TABLE=t TASK_RESULT_BUCKET=bucket TASK_LOG_RETENTION_DAYS=1 TASK_STATE_MACHINES='{}' \
+	  ../$(PY) -c 'from handlers.task_api import openapi_document; print(openapi_document())' > ../docs/openapi.json
 
 # Re-resolve the pinned dependencies (run after changing pyproject.toml).
 lock:

@@ -119,12 +119,14 @@ _original_terminated = BaseExecutionWorkerCommunication.terminated
 _original_execution_start = Execution.start
 
 
-def status_change_event(execution: Execution) -> dict[str, Any]:
+def status_change_event(execution: Execution, running: bool = False) -> dict[str, Any]:
     """The `Step Functions Execution Status Change` detail AWS sends (dates in epoch milliseconds)."""
 
     def millis(value: Any) -> int | None:
         return int(value.timestamp() * 1000) if value else None
 
+    if running:
+        return {**status_change_event(execution), "status": "RUNNING", "stopDate": None, "output": None}
     status = execution.exec_status
     return {
         "executionArn": execution.exec_arn,
@@ -142,8 +144,8 @@ def status_change_event(execution: Execution) -> dict[str, Any]:
     }
 
 
-def _announce(execution: Execution) -> None:
-    detail = status_change_event(execution)
+def _announce(execution: Execution, running: bool = False) -> None:
+    detail = status_change_event(execution, running)
     boto3.client("events", region_name=execution.region_name).put_events(
         Entries=[
             {
@@ -157,15 +159,15 @@ def _announce(execution: Execution) -> None:
 
 
 def _terminated(self: BaseExecutionWorkerCommunication) -> None:
-    """Not a gap of the interpreter but of moto's EventBridge integration: Step Functions sends a
+    """Gap 8 (not the interpreter's but moto's EventBridge integration's): Step Functions sends a
     `Step Functions Execution Status Change` event when an execution starts and when it ends; moto sends none."""
     _original_terminated(self)
     _announce(self.execution)
 
 
 def _execution_start(self: Execution) -> None:
+    _announce(self, running=True)  # before the worker starts: a short execution may end at once
     _original_execution_start(self)
-    _announce(self)
 
 
 _original_evaluation_environment = ExecutionWorker._get_evaluation_environment

@@ -40,8 +40,20 @@ class DocumentsTask(BaseModel):
     input: DocumentsInput
 
 
-# The request body: whichever task model its "type" names. Add a type here: `DocumentsTask | ExportTask`.
-TaskRequest = Annotated[DocumentsTask, Field(discriminator="type")]
+class ExportInput(TaskInput):
+    """ExportWorkflow: export what changed in the HealthLake data store since the last successful run (no input;
+    a run while another holds the lock ends SUCCEEDED with status SKIPPED)."""
+
+
+class ExportTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["export"]
+    input: ExportInput = Field(default_factory=ExportInput)
+
+
+# The request body: whichever task model its "type" names.
+TaskRequest = Annotated[DocumentsTask | ExportTask, Field(discriminator="type")]
 
 
 def task_models() -> tuple[type[BaseModel], ...]:

@@ -1,4 +1,5 @@
-"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions interpreter (../shared/notes/offline-cloud.md, gaps 1-5).
+"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions (../shared/notes/offline-cloud.md, gaps 1-5 and 7;
+gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string).
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
@@ -13,6 +14,7 @@ import contextlib
 import hashlib
 import io
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -215,6 +217,56 @@ def scenario_unnamed_executions() -> dict[str, Any]:
     return {"first": first, "second": second, "second_error": error, "names": names}
 
 
+def scenario_start_time() -> dict[str, Any]:
+    """Gap 9: what a state sees as `$$.Execution.StartTime`, and whether a DynamoDB task can store it."""
+    sfn, dynamodb = _clients("stepfunctions", "dynamodb")
+    table = f"runs-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    states = {
+        "Read": {"Type": "Pass", "Parameters": {"startTime.$": "$$.Execution.StartTime"}, "Next": "Store"},
+        "Store": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:putItem",
+            "Parameters": {"TableName": table, "Item": {"pk": {"S.$": "$$.Execution.StartTime"}}},
+            "ResultPath": None,
+            "End": True,
+        },
+    }
+    machine = _state_machine(sfn, f"StartTime-{uuid.uuid4().hex[:8]}", states, "Read")
+    execution_arn = sfn.start_execution(stateMachineArn=machine, name="start-time")["executionArn"]
+    return _wait_until_done(sfn, execution_arn, within_s=10)
+
+
+def scenario_status_change_events() -> dict[str, Any]:
+    """Gap 8: the `Step Functions Execution Status Change` events a rule on the default bus receives."""
+    sfn, sqs, events = _clients("stepfunctions", "sqs", "events")
+    queue = sqs.create_queue(QueueName=f"status-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    rule = f"status-{uuid.uuid4().hex[:8]}"
+    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["aws.states"]}))
+    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queue_arn}])
+    machine = _state_machine(sfn, f"Status-{uuid.uuid4().hex[:8]}", {"Done": {"Type": "Pass", "End": True}}, "Done")
+    execution_arn = sfn.start_execution(stateMachineArn=machine, name="status", input='{"a": 1}')["executionArn"]
+    _wait_until_done(sfn, execution_arn, within_s=10)
+    received = []
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and len(received) < 2:
+        received += [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])]
+        time.sleep(0.02)
+    return {
+        "events": [
+            {"detail-type": e["detail-type"], **{k: e["detail"].get(k) for k in ("status", "executionArn", "input")}}
+            for e in received
+        ],
+        "executionArn": execution_arn,
+    }
+
+
 def scenario_fix_targets() -> dict[str, Any]:
     """Where the fixes hook in, as pristine moto defines it: defining function and parameter names per target."""
     from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
@@ -265,6 +317,8 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "stop_while_waiting": scenario_stop_while_waiting,
     "unnamed_executions": scenario_unnamed_executions,
     "fix_targets": scenario_fix_targets,
+    "start_time": scenario_start_time,
+    "status_change_events": scenario_status_change_events,
 }
 
 
@@ -427,6 +481,28 @@ def test_gap7_patched_send_task_failure_keeps_its_cause(patched: None) -> None:
     assert (result["status"], result["error"], result["cause"]) == ("FAILED", "Job.FAILED", "the job said why")
 
 
+def test_gap8_patched_executions_send_status_change_events(patched: None) -> None:
+    # Given moto with localcloud.sfn installed and a rule on aws.states events
+    # When an execution starts and ends
+    seen = scenario_status_change_events()
+    # Then the rule receives RUNNING and SUCCEEDED for it (in either order), as Step Functions sends them
+    change = "Step Functions Execution Status Change"
+    assert sorted(seen["events"], key=lambda e: e["status"]) == [
+        {"detail-type": change, "status": "RUNNING", "executionArn": seen["executionArn"], "input": '{"a": 1}'},
+        {"detail-type": change, "status": "SUCCEEDED", "executionArn": seen["executionArn"], "input": '{"a": 1}'},
+    ]
+
+
+def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
+    # Given moto with localcloud.sfn installed
+    # When a state reads $$.Execution.StartTime and a DynamoDB task stores it
+    result = scenario_start_time()
+    # Then it is AWS's ISO 8601 string with milliseconds and Z, and the task succeeds
+    assert result["status"] == "SUCCEEDED", result
+    start_time = json.loads(result["output"] or "{}").get("startTime", "")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", start_time), start_time
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Without the fix: what pristine moto does today (the probe); a failure here means moto changed underneath
 # ----------------------------------------------------------------------------------------------------------------
@@ -477,6 +553,17 @@ def test_gap5_unpatched_moto_names_unnamed_executions_none(unpatched: UnpatchedP
     assert result["first"].endswith(":None")
     assert result["second"] is None
     assert result["second_error"] == "ExecutionAlreadyExists"
+
+
+def test_gap8_unpatched_moto_sends_no_status_change_events(unpatched: UnpatchedProbe) -> None:
+    assert unpatched.result("status_change_events")["events"] == []
+
+
+def test_gap9_unpatched_moto_cannot_store_the_start_time(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto, when a DynamoDB task stores $$.Execution.StartTime, then it fails (a datetime object)
+    result = unpatched.result("start_time")
+    assert result["status"] == "FAILED"
+    assert "not JSON serializable" in (result["cause"] or "")
 
 
 def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbe) -> None:

@@ -88,8 +88,10 @@ def log_size(cloud: LocalCloud) -> int:
     return int(cloud.client("dynamodb").scan(TableName=table, Select="COUNT", ConsistentRead=True)["Count"])
 
 
-def executions(cloud: LocalCloud, name: str | None = None) -> list[dict[str, Any]]:
-    listed = cloud.client("stepfunctions").list_executions(stateMachineArn=cloud.stack.outputs["DocumentsWorkflowArn"])
+def executions(
+    cloud: LocalCloud, name: str | None = None, workflow: str = "DocumentsWorkflowArn"
+) -> list[dict[str, Any]]:
+    listed = cloud.client("stepfunctions").list_executions(stateMachineArn=cloud.stack.outputs[workflow])
     return [e for e in listed["executions"] if name is None or e["name"] == name]
 
 
@@ -128,6 +130,18 @@ def test_a_documents_task_is_accepted_followed_and_its_result_fetched(cloud: Loc
     assert result.json()["translation"]["status"] == "COMPLETED"
     # And the workflow was started once, named after the task
     assert [e["status"] for e in executions(cloud, task_id)] == ["SUCCEEDED"]
+
+
+def test_an_export_task_runs_the_export_workflow(cloud: LocalCloud, api: SignedClient) -> None:
+    # When a client asks for an export through the API (the other task type)
+    submitted = api.request("POST", "/task", {"type": "export"})
+    assert submitted.status_code == 202, submitted.text
+    # Then the export workflow runs under the task's id and its result is linked
+    done = follow(api, submitted.headers["Location"])
+    assert (done["type"], done["status"]) == ("export", "SUCCEEDED"), done
+    result = api.request("GET", done["resultUrl"]).json()
+    assert result["status"] in {"COMPLETED", "SKIPPED"}
+    assert [e["status"] for e in executions(cloud, done["id"], "ExportWorkflowArn")] == ["SUCCEEDED"]
 
 
 def test_history_lists_every_entry_oldest_first(cloud: LocalCloud, api: SignedClient) -> None:
