@@ -38,7 +38,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.message import Message
@@ -196,61 +196,20 @@ class HttpApiServer:
 
     def _authenticate(self, request: _Request) -> dict[str, Any] | str:
         """Return the caller for ``requestContext.authorizer.iam``, or the 403 message API Gateway would give."""
-        authorization = request.headers.get("authorization")
-        if not authorization:
+        if not request.headers.get("authorization"):
             return "Forbidden"
-        params = dict(_AUTH_PARAM.findall(authorization))
-        if not authorization.startswith("AWS4-HMAC-SHA256 ") or len(params) != 3:
-            return (
-                "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters. "
-                f"Authorization={authorization}"
-            )
-        access_key, _, scope = params["Credential"].partition("/")
-        scope_parts = scope.split("/")
-        if len(scope_parts) != 4 or scope_parts[3] != "aws4_request":
-            return "Credential should be scoped with a valid terminator: 'aws4_request'. "
-        scope_date, scope_region, scope_service, _ = scope_parts
-        if scope_service != _SIGNING_SERVICE:
-            return f"Credential should be scoped to correct service: '{_SIGNING_SERVICE}'. "
-        if scope_region != self._region:
-            return "Credential should be scoped to a valid region. "
-        amz_date = request.headers.get("x-amz-date", "")
-        try:
-            signed_at = datetime.strptime(amz_date, _AMZ_DATE_FORMAT).replace(tzinfo=UTC)
-        except ValueError:
-            return "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
-        if scope_date != amz_date[:8]:
-            return (
-                "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
-                f"'{scope_date}' != '{amz_date[:8]}', from '{amz_date}'."
-            )
-        now = datetime.now(UTC)
-        if signed_at < now - _MAX_CLOCK_SKEW:
-            return (
-                f"Signature expired: {amz_date} is now earlier than "
-                f"{now - _MAX_CLOCK_SKEW:{_AMZ_DATE_FORMAT}} ({now:{_AMZ_DATE_FORMAT}} - 5 min.)"
-            )
-        if signed_at > now + _MAX_CLOCK_SKEW:
-            return (
-                f"Signature not yet current: {amz_date} is still later than "
-                f"{now + _MAX_CLOCK_SKEW:{_AMZ_DATE_FORMAT}} ({now:{_AMZ_DATE_FORMAT}} + 5 min.)"
-            )
-        signed_headers = params["SignedHeaders"].lower().split(";")
-        if "host" not in signed_headers:
-            return "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
-        credential = self._credentials.get(access_key)
-        if credential is None:
-            return "The security token included in the request is invalid."
-        declared_hash = request.headers.get("x-amz-content-sha256")
-        # botocore signs the declared hash verbatim, so without this check a signed request could carry any body.
-        if declared_hash is not None and declared_hash.lower() != hashlib.sha256(request.body).hexdigest():
-            return "The provided 'x-amz-content-sha256' header does not match what was computed."
-        expected = _expected_signature(request, credential, self._region, signed_headers, amz_date)
-        if not hmac.compare_digest(expected, params["Signature"]):
-            return (
-                "The request signature we calculated does not match the signature you provided. Check your AWS "
-                "Secret Access Key and signing method. Consult the service documentation for details."
-            )
+        credential = verify_sigv4(
+            request.method,
+            request.target_path,
+            request.raw_query,
+            request.headers,
+            request.body,
+            self._credentials,
+            self._region,
+            _SIGNING_SERVICE,
+        )
+        if isinstance(credential, str):
+            return credential
         return {
             "accessKey": credential.access_key_id,
             "accountId": credential.account_id,
@@ -393,28 +352,92 @@ class _CompiledRoute:
         return parameters if len(segments) == len(self.segments) else None
 
 
-def _expected_signature(
-    request: _Request, credential: Credential, region: str, signed_headers: list[str], amz_date: str
-) -> str:
-    url = f"http://{request.headers.get('host', 'localhost')}{request.target_path}"
+def verify_sigv4(
+    method: str,
+    path: str,
+    raw_query: str,
+    headers: Message,
+    body: bytes,
+    credentials: Mapping[str, Credential],
+    region: str,
+    service: str,
+) -> Credential | str:
+    """Check a received request's SigV4 ``Authorization`` header; return the signing credential or AWS's reason.
+
+    ``path`` and ``raw_query`` are as sent, still percent-encoded; ``credentials`` maps access key ids to the keys
+    allowed to sign; the signature must be scoped to ``region`` and ``service`` and made within five minutes of now.
+    What a missing ``Authorization`` header means differs between services, so callers check for it first.
+    """
+    authorization = headers.get("authorization") or ""
+    params = dict(_AUTH_PARAM.findall(authorization))
+    if not authorization.startswith("AWS4-HMAC-SHA256 ") or len(params) != 3:
+        return (
+            "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters. "
+            f"Authorization={authorization}"
+        )
+    access_key, _, scope = params["Credential"].partition("/")
+    scope_parts = scope.split("/")
+    if len(scope_parts) != 4 or scope_parts[3] != "aws4_request":
+        return "Credential should be scoped with a valid terminator: 'aws4_request'. "
+    scope_date, scope_region, scope_service, _ = scope_parts
+    if scope_service != service:
+        return f"Credential should be scoped to correct service: '{service}'. "
+    if scope_region != region:
+        return "Credential should be scoped to a valid region. "
+    amz_date = headers.get("x-amz-date", "")
+    try:
+        signed_at = datetime.strptime(amz_date, _AMZ_DATE_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
+    if scope_date != amz_date[:8]:
+        return (
+            "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP: "
+            f"'{scope_date}' != '{amz_date[:8]}', from '{amz_date}'."
+        )
+    now = datetime.now(UTC)  # signers use the real clock, whatever a simulated one says
+    if signed_at < now - _MAX_CLOCK_SKEW:
+        return (
+            f"Signature expired: {amz_date} is now earlier than "
+            f"{now - _MAX_CLOCK_SKEW:{_AMZ_DATE_FORMAT}} ({now:{_AMZ_DATE_FORMAT}} - 5 min.)"
+        )
+    if signed_at > now + _MAX_CLOCK_SKEW:
+        return (
+            f"Signature not yet current: {amz_date} is still later than "
+            f"{now + _MAX_CLOCK_SKEW:{_AMZ_DATE_FORMAT}} ({now:{_AMZ_DATE_FORMAT}} + 5 min.)"
+        )
+    signed_headers = params["SignedHeaders"].lower().split(";")
+    if "host" not in signed_headers:
+        return "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
+    credential = credentials.get(access_key)
+    if credential is None:
+        return "The security token included in the request is invalid."
+    declared_hash = headers.get("x-amz-content-sha256")
+    # botocore signs the declared hash verbatim, so without this check a signed request could carry any body.
+    if declared_hash is not None and declared_hash.lower() != hashlib.sha256(body).hexdigest():
+        return "The provided 'x-amz-content-sha256' header does not match what was computed."
+    url = f"http://{headers.get('host', 'localhost')}{path}"
     # SigV4 signs the decoded parameters re-encoded in one canonical way. botocore does that for params, but signs a
     # query left in the URL byte for byte as sent, which would accept encodings AWS's canonical form rejects.
     # A list of pairs (botocore accepts one) keeps repeated keys that a dict would merge.
-    params: Any = [
-        (unquote(key), unquote(value))
-        for key, _, value in (p.partition("=") for p in request.raw_query.split("&") if p)
+    query: Any = [
+        (unquote(key), unquote(value)) for key, _, value in (p.partition("=") for p in raw_query.split("&") if p)
     ]
     # botocore signs a declared payload hash instead of hashing the body, exactly as the client did.
-    declared_hash = request.headers.get("x-amz-content-sha256")
-    headers = {"X-Amz-Content-SHA256": declared_hash} if declared_hash is not None else {}
-    aws_request = AWSRequest(method=request.method, url=url, headers=headers, data=request.body, params=params)
+    declared = {"X-Amz-Content-SHA256": declared_hash} if declared_hash is not None else {}
+    aws_request = AWSRequest(method=method, url=url, headers=declared, data=body, params=query)
     # botocore takes the signing time from the context; add_auth would stamp "now" instead.
     aws_request.context["timestamp"] = amz_date
     signer = _ReceivedRequestSigner(
-        Credentials(credential.access_key_id, credential.secret_access_key), region, request.headers, signed_headers
+        Credentials(credential.access_key_id, credential.secret_access_key), service, region, headers, signed_headers
     )
     canonical_request = signer.canonical_request(aws_request)
-    return signer.signature(signer.string_to_sign(aws_request, canonical_request), aws_request)
+    expected = signer.signature(signer.string_to_sign(aws_request, canonical_request), aws_request)
+    if not hmac.compare_digest(expected, params["Signature"]):
+        return (
+            "The request signature we calculated does not match the signature you provided. Check your AWS "
+            "Secret Access Key and signing method. Consult the service documentation for details."
+        )
+    return credential
 
 
 class _ReceivedRequestSigner(SigV4Auth):
@@ -423,8 +446,10 @@ class _ReceivedRequestSigner(SigV4Auth):
     botocore's own choice (every header but a deny-list, e.g. never user-agent) suits a sender, not a verifier.
     """
 
-    def __init__(self, credentials: Credentials, region: str, received: Message, signed_headers: list[str]) -> None:
-        super().__init__(credentials, _SIGNING_SERVICE, region)
+    def __init__(
+        self, credentials: Credentials, service: str, region: str, received: Message, signed_headers: list[str]
+    ) -> None:
+        super().__init__(credentials, service, region)
         self._received = received
         self._signed_headers = signed_headers
 
@@ -526,4 +551,4 @@ class _Handler(BaseHTTPRequestHandler):
         logger.debug("%s - " + format, self.client_address[0], *args)
 
 
-__all__ = ["Credential", "HttpApiServer", "Route"]
+__all__ = ["Credential", "HttpApiServer", "Route", "verify_sigv4"]

@@ -214,6 +214,9 @@ class LambdaRuntime:
         deadline = time.monotonic() + timeout
         while self._pending and time.monotonic() < deadline:
             for thread in list(self._pending):
+                if thread.ident is None:  # added by invoke_async an instant before its start()
+                    time.sleep(0.01)
+                    continue
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     # --- loading ------------------------------------------------------------------------------------------------

@@ -76,8 +76,6 @@ Session tokens are not validated; presigned (query-string) SigV4 is not accepted
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import math
@@ -95,11 +93,9 @@ from typing import Any, ClassVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import boto3
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
-from localcloud.httpapi import Credential, _ReceivedRequestSigner
+from localcloud.httpapi import Credential, verify_sigv4
 from localcloud.simulators import ServiceError, Simulator
 
 LOG = logging.getLogger("localcloud.simulators.healthlake")
@@ -142,9 +138,6 @@ PATTERNS = {
 }
 _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})")
 _RESOURCE_TYPE = re.compile(r"[A-Z][A-Za-z]+")
-_MAX_CLOCK_SKEW = timedelta(minutes=5)
-_AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
-_AUTH_PARAM = re.compile(r"(Credential|SignedHeaders|Signature)=([^,\s]+)")
 _PATH = re.compile(r"/datastore/(?P<datastore>[^/]+)/r4/(?P<rest>.*)")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _ACCOUNT_ID = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")  # moto's resources live in this account
@@ -537,49 +530,21 @@ class HealthLakeSimulator(Simulator):
 
     def _authenticate(self, request: _Received) -> str | None:
         """None if the request carries a valid SigV4 signature by a known key, else AWS's reason."""
-        authorization = request.headers.get("authorization")
-        if not authorization:
+        if not request.headers.get("authorization"):
             return "Missing Authentication Token"
-        params = dict(_AUTH_PARAM.findall(authorization))
-        if not authorization.startswith("AWS4-HMAC-SHA256 ") or len(params) != 3:
-            return "Authorization header requires 'Credential', 'Signature' and 'SignedHeaders' parameters."
-        access_key, _, scope = params["Credential"].partition("/")
-        scope_parts = scope.split("/")
-        if len(scope_parts) != 4 or scope_parts[3] != "aws4_request":
-            return "Credential should be scoped with a valid terminator: 'aws4_request'."
-        scope_date, scope_region, scope_service, _ = scope_parts
-        if scope_service != SIGNING_SERVICE:
-            return f"Credential should be scoped to correct service: '{SIGNING_SERVICE}'."
-        if scope_region != self.region:
-            return f"Credential should be scoped to a valid region: '{self.region}'."
-        amz_date = request.headers.get("x-amz-date", "")
-        try:
-            signed_at = datetime.strptime(amz_date, _AMZ_DATE_FORMAT).replace(tzinfo=UTC)
-        except ValueError:
-            return "Authorization header requires existence of either a 'X-Amz-Date' or a 'Date' header."
-        if scope_date != amz_date[:8]:
-            return "Date in Credential scope does not match YYYYMMDD from ISO-8601 version of date from HTTP."
-        wall = datetime.now(UTC)  # signers use the real clock, whatever the simulated one says
-        if not wall - _MAX_CLOCK_SKEW <= signed_at <= wall + _MAX_CLOCK_SKEW:
-            return f"Signature expired or not yet current: {amz_date} is more than 5 minutes from the server time."
-        signed_headers = params["SignedHeaders"].lower().split(";")
-        if "host" not in signed_headers:
-            return "'Host' or ':authority' must be a 'SignedHeader' in the AWS Authorization."
         # The process's own credentials are resolved per request: the offline cloud may set them after construction.
         known = {**{c.access_key_id: c for c in _resolved_credentials()}, **self.credentials}
-        credential = known.get(access_key)
-        if credential is None:
-            return "The security token included in the request is invalid."
-        declared_hash = request.headers.get("x-amz-content-sha256")
-        if declared_hash is not None and declared_hash.lower() != hashlib.sha256(request.body).hexdigest():
-            return "The provided 'x-amz-content-sha256' header does not match what was computed."
-        expected = _signature(request, credential, self.region, signed_headers, amz_date)
-        if not hmac.compare_digest(expected, params["Signature"]):
-            return (
-                "The request signature we calculated does not match the signature you provided. Check your AWS "
-                "Secret Access Key and signing method. Consult the service documentation for details."
-            )
-        return None
+        verdict = verify_sigv4(
+            request.method,
+            request.path,
+            request.query,
+            request.headers,
+            request.body,
+            known,
+            self.region,
+            SIGNING_SERVICE,
+        )
+        return verdict if isinstance(verdict, str) else None
 
     # --- jobs -------------------------------------------------------------------------------------------------
 
@@ -897,34 +862,6 @@ class _Received:
     query: str
     headers: Message
     body: bytes
-
-
-class _HealthLakeSigner(_ReceivedRequestSigner):
-    """httpapi's verifier of received requests, scoped to HealthLake instead of execute-api."""
-
-    def __init__(self, credentials: Credentials, region: str, received: Message, signed_headers: list[str]) -> None:
-        super().__init__(credentials, region, received, signed_headers)
-        self._service_name = SIGNING_SERVICE
-
-
-def _signature(
-    request: _Received, credential: Credential, region: str, signed_headers: list[str], amz_date: str
-) -> str:
-    """The signature the client should have sent (the same canonicalisation as localcloud.httpapi: decoded query
-    parameters re-encoded the one canonical way AWS uses)."""
-    url = f"http://{request.headers.get('host', 'localhost')}{request.path}"
-    params: Any = [
-        (unquote(key), unquote(value)) for key, _, value in (p.partition("=") for p in request.query.split("&") if p)
-    ]
-    declared_hash = request.headers.get("x-amz-content-sha256")
-    headers = {"X-Amz-Content-SHA256": declared_hash} if declared_hash is not None else {}
-    aws_request = AWSRequest(method=request.method, url=url, headers=headers, data=request.body, params=params)
-    aws_request.context["timestamp"] = amz_date  # add_auth would stamp "now" instead
-    signer = _HealthLakeSigner(
-        Credentials(credential.access_key_id, credential.secret_access_key), region, request.headers, signed_headers
-    )
-    canonical_request = signer.canonical_request(aws_request)
-    return str(signer.signature(signer.string_to_sign(aws_request, canonical_request), aws_request))
 
 
 class _FhirServer(ThreadingHTTPServer):

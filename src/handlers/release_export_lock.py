@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared.export import FAILED, RunLock
+from shared.export import RunLock
 from shared.observability import logger, metrics
 from shared.settings import export_settings
 
@@ -16,6 +16,6 @@ from shared.settings import export_settings
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
     execution_arn = event.detail["executionArn"]
-    released = RunLock(export_settings().table_name).release(execution_arn, FAILED)
+    released = RunLock(export_settings().table_name).release(execution_arn)
     logger.info("export lock release", extra={"executionArn": execution_arn, "released": released})
     return {"released": released}

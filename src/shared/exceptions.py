@@ -18,7 +18,7 @@ class EventsNotDeliveredError(Exception):
 
 
 class ExportNotStartedError(Exception):
-    """The FHIR $export kick-off was refused (bad request, access denied, ...); the message is retried, then
+    """The FHIR $export kick-off did not answer 202 (e.g. a server error); the message is retried, then
     dead-lettered."""
 
 
@@ -63,3 +63,7 @@ class UnknownTaskTypeError(Exception):
     def __init__(self, allowed: list[str]) -> None:
         super().__init__(f"unknown task type; allowed types: {', '.join(allowed)}")
         self.allowed = allowed
+
+
+class ExportRefusedError(ExportNotStartedError):
+    """HealthLake refused the kick-off for good (a 4xx other than 429: role, key, permissions); the run fails."""

@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 from urllib.parse import urlencode
 
@@ -26,13 +27,13 @@ from botocore.exceptions import ClientError
 from shared.adapters import HEALTHLAKE, Outcome, healthlake_job_id
 from shared.aws import client, table
 from shared.callback import send_heartbeat, send_outcome
-from shared.eventbus import put_events
-from shared.exceptions import ExportBusyError, ExportNotStartedError
+from shared.eventbus import MAX_BYTES_PER_CALL, entry_size, put_events
+from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
 from shared.observability import logger
 from shared.settings import ExportSettings
 
 RUN = "RUN"
-RUNNING, COMPLETED, FAILED = "RUNNING", "COMPLETED", "FAILED"
+RUNNING, FAILED = "RUNNING", "FAILED"
 EXPORT_SOURCE = "callback-kit.export"
 PUBLISH_CHUNK = 100  # records read ahead of each PutEvents round (memory stays flat whatever the file size)
 
@@ -72,19 +73,16 @@ class RunLock:
                 return Lock(True, self._last_run_time())
         return Lock(False, holder.get("lastRunTime"), holder_arn or None)
 
-    def release(self, execution_arn: str, status: str, trigger_time: str | None = None) -> bool:
-        """End this execution's hold: COMPLETED moves lastRunTime to its trigger time, FAILED leaves it."""
-        update = "SET runStatus = :status, endedAt = :now"
-        values: dict[str, Any] = {":status": status, ":me": execution_arn, ":running": RUNNING, ":now": _now()}
-        if status == COMPLETED:
-            update += ", lastRunTime = :trigger"
-            values[":trigger"] = trigger_time
+    def release(self, execution_arn: str) -> bool:
+        """Mark this execution's run FAILED if it still holds the lock (lastRunTime stays, so the next run
+        re-exports the gap). The workflow's own bookkeeping (MarkCompleted / MarkFailed) covers normal ends; this is
+        for executions that died without it."""
         try:
             self._table.update_item(
                 Key={"pk": RUN},
-                UpdateExpression=update,
+                UpdateExpression="SET runStatus = :failed",
                 ConditionExpression="executionArn = :me AND runStatus = :running",
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={":failed": FAILED, ":me": execution_arn, ":running": RUNNING},
             )
         except ClientError as exc:
             if _conditional_failed(exc):
@@ -135,32 +133,51 @@ def _now() -> str:
 
 
 def start_export(settings: ExportSettings, execution_arn: str, job_name: str, since: str | None) -> str:
-    """Kick off the data store's FHIR `$export` (at most once per execution); return the export job id."""
+    """Kick off the data store's FHIR `$export` (at most once per execution); return the export job id.
+
+    The job is named after the execution, so a redelivered start message finds it (the stored id, or HealthLake's
+    list of jobs by name if the first delivery died between the kick-off and storing its answer) instead of starting
+    a second export; two deliveries at the same instant are kept apart by HealthLake's one-export-at-a-time rule.
+    """
     runs = table(settings.table_name)
     key = {"pk": f"EXPORT#{execution_arn}"}
     existing = runs.get_item(Key=key, ConsistentRead=True).get("Item")
-    if existing:  # a redelivered start message: the export already runs
+    if existing:
         return str(existing["jobId"])
+    name = job_name[:64]
+    job_id = _export_named(settings.datastore_id, name) or _kick_off(settings, name, since)
+    runs.put_item(Item={**key, "jobId": job_id, "startedAt": _now(), "since": since or ""})
+    logger.info("export started", extra={"jobId": job_id, "since": since})
+    return job_id
+
+
+def _export_named(datastore_id: str, name: str) -> str | None:
+    listed = client("healthlake").list_fhir_export_jobs(DatastoreId=datastore_id, JobName=name)
+    jobs = listed.get("ExportJobPropertiesList", [])
+    return str(jobs[0]["JobId"]) if jobs else None
+
+
+def _kick_off(settings: ExportSettings, name: str, since: str | None) -> str:
     endpoint = client("healthlake").describe_fhir_datastore(DatastoreId=settings.datastore_id)["DatastoreProperties"][
         "DatastoreEndpoint"
     ]
     query = {"_outputFormat": "application/fhir+ndjson", **({"_since": since} if since else {})}
     body = {
-        "JobName": job_name[:64],
+        "JobName": name,
         "OutputDataConfig": {
             "S3Configuration": {"S3Uri": f"s3://{settings.bucket}/exports/", "KmsKeyId": settings.kms_key_id}
         },
         "DataAccessRoleArn": settings.data_access_role_arn,
     }
     status, headers, text = _signed_post(f"{endpoint.rstrip('/')}/$export?{urlencode(query)}", body)
+    location = headers.get("Content-Location")
     if status == 429:
         raise ExportBusyError(f"HealthLake runs another export: {text[:500]}")
-    if status != 202 or "Content-Location" not in headers:
+    if 400 <= status < 500:
+        raise ExportRefusedError(f"$export answered {status}: {text[:1000]}")
+    if status != 202 or not location:
         raise ExportNotStartedError(f"$export answered {status}: {text[:500]}")
-    job_id = headers["Content-Location"].rstrip("/").rsplit("/", 1)[-1]
-    runs.put_item(Item={**key, "jobId": job_id, "startedAt": _now(), "since": since or ""})
-    logger.info("export started", extra={"jobId": job_id, "since": since})
-    return job_id
+    return str(location).rstrip("/").rsplit("/", 1)[-1]
 
 
 def begin_export(settings: ExportSettings, task_token: str, execution_arn: str, name: str, since: str | None) -> str:
@@ -168,6 +185,9 @@ def begin_export(settings: ExportSettings, task_token: str, execution_arn: str, 
     waiting task alive and try again after the re-check delay."""
     try:
         job_id = start_export(settings, execution_arn, name, since)
+    except ExportRefusedError as exc:  # retrying cannot help (bad role, key, permissions): fail the run, named
+        refused = Outcome("healthlake", execution_arn, "EXPORT_REFUSED", False, {"message": str(exc)})
+        return send_outcome(task_token, refused).value
     except ExportBusyError:
         if not send_heartbeat(task_token, f"export of {execution_arn}"):
             return "CLOSED"
@@ -184,7 +204,7 @@ def begin_export(settings: ExportSettings, task_token: str, execution_arn: str, 
     return "STARTED"
 
 
-def _signed_post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, str], str]:
+def _signed_post(url: str, body: dict[str, Any]) -> tuple[int, Message, str]:
     """A SigV4-signed FHIR request (service `healthlake`), as HealthLake's FHIR REST API requires."""
     session = boto3.Session()
     credentials = session.get_credentials()
@@ -203,9 +223,9 @@ def _signed_post(url: str, body: dict[str, Any]) -> tuple[int, dict[str, str], s
     )
     try:
         with urllib.request.urlopen(outgoing, timeout=20) as response:  # noqa: S310
-            return response.status, dict(response.headers), response.read().decode(errors="replace")
+            return response.status, response.headers, response.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
-        return exc.code, dict(exc.headers), exc.read().decode(errors="replace")
+        return exc.code, exc.headers, exc.read().decode(errors="replace")
 
 
 def check_export(settings: ExportSettings, task_token: str, job_id: str) -> str:
@@ -254,23 +274,29 @@ def enqueue_check(settings: ExportSettings, task_token: str, job_id: str) -> Non
 
 
 def publish_records(bucket: str, key: str, bus: str, detail_type: str) -> int:
-    """Stream one NDJSON object and put each record on the bus; return how many were published."""
+    """Stream one NDJSON object and put each record on the bus; return how many were published.
+
+    A record too large for one event (256 KB) is published as a reference to its line in the object instead, so
+    consumers still get every record and can fetch the large ones."""
     body = client("s3").get_object(Bucket=bucket, Key=key)["Body"]
     published = 0
     chunk: list[dict[str, Any]] = []
-    for line in body.iter_lines():
+    for number, line in enumerate(body.iter_lines(), start=1):
         if not line.strip():
             continue
         record = json.loads(line)
-        chunk.append(
-            {
-                "Source": EXPORT_SOURCE,
-                "DetailType": detail_type,
-                "Detail": json.dumps(record, separators=(",", ":")),
-                "Resources": [],
-                "EventBusName": bus,
-            }
-        )
+        entry = {
+            "Source": EXPORT_SOURCE,
+            "DetailType": detail_type,
+            "Detail": json.dumps(record, separators=(",", ":")),
+            "Resources": [],
+            "EventBusName": bus,
+        }
+        if entry_size(entry) > MAX_BYTES_PER_CALL:
+            location = {"bucket": bucket, "key": key, "line": number}
+            reference = {"resourceType": record.get("resourceType"), "id": record.get("id"), "location": location}
+            entry["Detail"] = json.dumps({**reference, "oversized": True}, separators=(",", ":"))
+        chunk.append(entry)
         if len(chunk) == PUBLISH_CHUNK:
             published += put_events(chunk)
             chunk = []

@@ -207,8 +207,14 @@ class Tasks:
             if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":  # started by an earlier attempt
                 return self.get(str(head.owner), task_id)
             return self._failed_to_start(task_id, head, exc.response["Error"]["Code"], str(exc))
-        except BotoCoreError as exc:
-            return self._failed_to_start(task_id, head, type(exc).__name__, str(exc))
+        except BotoCoreError as exc:  # no answer: the execution may or may not have started; ask
+            execution_arn = f"{state_machine.replace(':stateMachine:', ':execution:')}:{task_id}"
+            try:
+                started = client("stepfunctions").describe_execution(executionArn=execution_arn)
+            except ClientError as missing:
+                if missing.response["Error"]["Code"] != "ExecutionDoesNotExist":
+                    raise
+                return self._failed_to_start(task_id, head, type(exc).__name__, str(exc))
         running = Entry(
             seq=f"{timestamp(started['startDate'])}#{RUNNING}",
             status=RUNNING,

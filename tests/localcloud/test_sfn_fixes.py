@@ -41,8 +41,8 @@ MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": 
 PROBE_TIMEOUT_S = 60.0
 
 # Gap 3: the callback arrives during the Lambda call; without the fix the task dies at the first missed heartbeat.
-HEARTBEAT_S = 2
-TASK_TIMEOUT_S = 4
+HEARTBEAT_S = 4  # wide enough that "well before the first heartbeat" holds on a loaded 2-core machine
+TASK_TIMEOUT_S = 8
 # Gap 4: how long StopExecution may take to end a callback wait (the task itself would wait 30 s).
 STOP_WITHIN_S = 2.0
 

@@ -373,7 +373,9 @@ class Workflows:
         """Stop every execution still waiting, so no interpreter thread outlives the test."""
         for machine in self._machines.values():
             for execution in self.sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]:
-                WaitingTask(execution["executionArn"], "", self.sfn).stop()
+                task = WaitingTask(execution["executionArn"], "", self.sfn)
+                self.sfn.stop_execution(executionArn=task.execution_arn)
+                task.wait_until_closed()  # ABORTED, or whatever it ended with an instant before the stop
 
 
 # ----------------------------------------------------------------------------------------------------------------

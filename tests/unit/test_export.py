@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingError
 
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.support import (
@@ -169,24 +168,21 @@ def test_a_retried_take_by_the_holder_succeeds(export_account: ExportAccount) ->
     assert (lock["runStatus"], lock["executionArn"]) == ("RUNNING", execution("retried"))
 
 
-@pytest.mark.parametrize(("status", "moved"), [("FAILED", False), ("COMPLETED", True)])
-def test_releasing_moves_the_last_run_time_only_after_a_successful_run(
-    status: str, moved: bool, export_account: ExportAccount
-) -> None:
+def test_releasing_marks_the_run_failed_and_keeps_the_last_run_time(export_account: ExportAccount) -> None:
     # Given the lock held by an execution triggered at TRIGGER, the previous success at LAST_RUN
     export_account.hold(execution("previous"), "COMPLETED", last_run_time=LAST_RUN)
     assert take(execution("current"))["acquired"]
     run_lock = importlib.import_module("shared.export").RunLock(export_account.environment["EXPORT_TABLE"])
 
-    # When it releases the lock with its outcome
-    released = run_lock.release(execution("current"), status, TRIGGER)
+    # When its execution died and the status-change rule releases its lock
+    released = run_lock.release(execution("current"))
 
-    # Then the lock is free; a success moves `_since` to its trigger time, a failure leaves it for the next run
+    # Then the lock is free and `_since` stays at the last success, so the next run exports the gap again
     assert released is True
     lock = export_account.lock()
     assert lock is not None
-    assert (lock["runStatus"], lock["lastRunTime"]) == (status, TRIGGER if moved else LAST_RUN)
-    assert take(execution("after"), "2026-01-15T10:35:00.000Z")["lastRunTime"] == (TRIGGER if moved else LAST_RUN)
+    assert (lock["runStatus"], lock["lastRunTime"]) == ("FAILED", LAST_RUN)
+    assert take(execution("after"), "2026-01-15T10:35:00.000Z")["lastRunTime"] == LAST_RUN
 
 
 def test_the_late_end_of_an_execution_that_lost_the_lock_changes_nothing(
@@ -427,35 +423,48 @@ def test_a_start_while_another_export_runs_keeps_the_task_alive_and_tries_again_
     assert export_account.checks_queued() == [(message, delay)]
 
 
-def test_a_refused_kick_off_fails_the_message_so_that_it_is_retried(
-    export_account: ExportAccount, healthlake: Callable[..., HealthLakeSimulator], monkeypatch: pytest.MonkeyPatch
+def test_a_refused_kick_off_fails_the_run_with_a_named_error(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Given a data store that refuses the kick-off (here: a data access role that is not a role ARN, 400)
+    # Given a data store that refuses the kick-off for good (a data access role that is not a role ARN: 400)
     simulator = healthlake()
     monkeypatch.setenv("EXPORT_DATA_ACCESS_ROLE_ARN", "not-a-role")
-    # (next to the redelivered start message of an execution whose export was already started)
-    export_account.table.put_item(Item={"pk": f"EXPORT#{execution('started')}", "jobId": "started-job"})
-    event = sqs_event([start_message("token-1", "refused"), start_message("token-2", "started")])
+    task = waiting_task(heartbeat_seconds=600)
 
-    # When the start message arrives alone, then in that batch
-    with pytest.raises(BatchProcessingError, match="All records failed"):
-        invoke("export_job", {"Records": event["Records"][:1]})
-    result = invoke("export_job", event)
+    # When the start message arrives
+    result = invoke("export_job", sqs_event([start_message(task.token, "refused")]))
 
-    # Then it fails alone (the invocation fails) and in the batch (its record is reported), so SQS redelivers it,
-    # then dead-letters it; no export was started or check queued for it, while the other record was processed
-    assert result == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
+    # Then the message is done with (retrying cannot help), no export was started or check queued, and the
+    # workflow fails at once with a named error and HealthLake's answer as the cause
+    assert result == {"batchItemFailures": []}
     assert simulator.jobs == {}
-    assert export_account.started_exports() == {execution("started"): "started-job"}
-    delay = int(export_account.environment["EXPORT_RECHECK_DELAY_SECONDS"])
-    assert export_account.checks_queued() == [(check_message("token-2", "started-job"), delay)]
-    # because the kick-off raised ExportNotStartedError
-    export = importlib.import_module("shared.export")
-    errors = importlib.import_module("shared.exceptions")
-    with pytest.raises(errors.ExportNotStartedError, match="answered 400"):
-        export.start_export(
-            importlib.import_module("shared.settings").export_settings(), execution("refused"), "refused", None
-        )
+    assert export_account.checks_queued() == []
+    ended = task.wait_until_closed()
+    assert (ended["status"], ended["error"]) == ("FAILED", "HealthLake.EXPORT_REFUSED")
+    assert "answered 400" in ended["cause"]
+
+
+def test_a_redelivered_start_after_a_lost_answer_finds_the_export_by_name(
+    export_account: ExportAccount,
+    healthlake: Callable[..., HealthLakeSimulator],
+    waiting_task: Callable[..., WaitingTask],
+) -> None:
+    # Given an export kicked off for an execution whose start never stored the job id (the function died between)
+    simulator = healthlake(delay_seconds=600)
+    task = waiting_task(heartbeat_seconds=600)
+    first = started(export_account, task.token, name="lost-answer")
+    export_account.table.delete_item(Key={"pk": f"EXPORT#{execution('lost-answer')}"})
+
+    # When the start message is delivered again
+    result = invoke("export_job", sqs_event([start_message(task.token, "lost-answer")]))
+
+    # Then no second export is started: the one named after the execution is found, stored and checked
+    assert result == {"batchItemFailures": []}
+    assert list(simulator.jobs) == [first]
+    assert export_account.started_exports() == {execution("lost-answer"): first}
 
 
 # ----------------------------------------------------------------------------------------------------------------
