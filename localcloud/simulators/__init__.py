@@ -55,9 +55,22 @@ class Simulator:
             self._start_virtual.timestamp() + (time.monotonic() - self._start_real) * self.speedup, UTC
         )
 
+    def client(self, service: str) -> Any:
+        """A boto3 client of its own session: simulators work on timer threads, and creating clients of boto3's
+        shared default session from several threads at once fails now and then."""
+        return boto3.session.Session().client(service, region_name=self.region)  # type: ignore[call-overload]
+
     def later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run `action` after `seconds` of simulated time."""
-        timer = threading.Timer(seconds / self.speedup, action)
+
+        def run() -> None:
+            try:
+                action()
+            except Exception:  # a job stuck for no visible reason is worse than a logged one
+                LOG.exception("simulated %s job step failed", self.service)
+                raise
+
+        timer = threading.Timer(seconds / self.speedup, run)
         timer.daemon = True
         self._timers.append(timer)
         timer.start()
@@ -68,7 +81,7 @@ class Simulator:
 
     def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
         """Put the service's event on the default bus, as the service itself does."""
-        response = boto3.client("events", region_name=self.region).put_events(
+        response = self.client("events").put_events(
             Entries=[
                 {
                     "Source": source,

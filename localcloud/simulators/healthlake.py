@@ -619,7 +619,7 @@ class HealthLakeSimulator(Simulator):
         if job.outcome == "COMPLETED_WITH_ERRORS" and by_type:
             last = max(by_type)
             failing = by_type.pop(last) if len(by_type) > 1 else [by_type[last].pop()]
-        s3 = boto3.client("s3", region_name=self.region)
+        s3 = self.client("s3")
         bucket, _ = _split_s3_uri(job.folder)
         _, folder = _split_s3_uri(job.folder)
         output: list[tuple[str, str]] = []

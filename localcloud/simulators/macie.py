@@ -107,7 +107,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-import boto3
 from botocore.exceptions import ClientError
 
 from localcloud.simulators import ServiceError, Simulator
@@ -326,7 +325,7 @@ class MacieSimulator(Simulator):
             if token in self._by_token:  # idempotent retry: the same job
                 job = self.jobs[self._by_token[token]]
                 return {"jobArn": job.arn, "jobId": job.job_id}
-        account_id = boto3.client("sts", region_name=self.region).get_caller_identity()["Account"]
+        account_id = self.client("sts").get_caller_identity()["Account"]
         job_id = uuid.uuid4().hex
         request = dict(params)
         in_scope = sum(len(self._objects(bucket, request)) for _, bucket in _buckets(request))
@@ -433,7 +432,7 @@ class MacieSimulator(Simulator):
         if job.outcome in ACCOUNT_ERRORS:
             accounts = dict.fromkeys(d["accountId"] for d in job.request["s3JobDefinition"]["bucketDefinitions"])
             return [], [(job.outcome, {"affectedAccount": account}) for account in accounts]
-        s3 = boto3.client("s3", region_name=self.region)
+        s3 = self.client("s3")
         listing = s3.list_buckets()
         buckets = {b["Name"]: b for b in listing.get("Buckets", [])}
         for account, bucket in _buckets(job.request):
@@ -550,7 +549,7 @@ class MacieSimulator(Simulator):
     def _objects(self, bucket: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         """The object summaries (ListObjectsV2 `Contents`) of `bucket` that the job's scoping and sampling select;
         [] for a bucket that cannot be listed."""
-        s3 = boto3.client("s3", region_name=self.region)
+        s3 = self.client("s3")
         try:
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
             objects = [o for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")]
@@ -594,7 +593,7 @@ class MacieSimulator(Simulator):
 
     def _log(self, job: _Job, messages: list[dict[str, Any]]) -> None:
         """Write the messages to the job's stream in one PutLogEvents call (one subscription batch)."""
-        logs = boto3.client("logs", region_name=self.region)
+        logs = self.client("logs")
         with self._log_lock:
             for create in (
                 lambda: logs.create_log_group(logGroupName=LOG_GROUP),

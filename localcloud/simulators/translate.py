@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
-import boto3
 from botocore.exceptions import ClientError
 
 from localcloud.simulators import ServiceError, Simulator
@@ -162,7 +161,7 @@ class TranslateSimulator(Simulator):
             if name.startswith("partial-")
             else self.outcome
         )
-        account_id = boto3.client("sts", region_name=self.region).get_caller_identity()["Account"]
+        account_id = self.client("sts").get_caller_identity()["Account"]
         job = _Job(uuid.uuid4().hex, {k: params[k] for k in ECHOED if k in params}, account_id, outcome, self.now())
         with self._lock:
             self.jobs[job.job_id] = job
@@ -237,7 +236,7 @@ class TranslateSimulator(Simulator):
 
     def _translate(self, job: _Job) -> tuple[str, str | None, dict[str, int]]:
         """Do the job against moto S3; returns (terminal status, Message, JobDetails)."""
-        s3 = boto3.client("s3", region_name=self.region)
+        s3 = self.client("s3")
         in_uri, out_uri = job.request["InputDataConfig"]["S3Uri"], job.request["OutputDataConfig"]["S3Uri"]
         in_bucket, in_prefix = _split_s3_uri(in_uri)
         try:
