@@ -76,8 +76,12 @@ class Simulator:
         timer.start()
 
     def stop(self) -> None:
+        """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
         for timer in self._timers:
             timer.cancel()
+        for timer in self._timers:
+            if timer.is_alive() and timer is not threading.current_thread():
+                timer.join(timeout=5)
 
     def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
         """Put the service's event on the default bus, as the service itself does."""

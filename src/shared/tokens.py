@@ -32,7 +32,6 @@ class Waiting:
     service: str
     job_id: str
     token: str
-    registered_at: int
 
 
 def job_key(service: str, job_id: str) -> str:
@@ -67,7 +66,7 @@ class TokenStore:
             page = self._table.scan(**kwargs)
             for item in page.get("Items", []):
                 service, _, job_id = str(item["jobKey"]).partition("#")
-                yield Waiting(service, job_id, str(item["token"]), int(item["registeredAt"]))
+                yield Waiting(service, job_id, str(item["token"]))
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
