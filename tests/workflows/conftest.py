@@ -28,7 +28,7 @@ PARAMETERS = {
     "ReconcileAfterSeconds": "0",
     "ExportSchedule": "rate(1 day)",  # tests start exports themselves
     "ExportRecheckDelaySeconds": "1",
-    "ExportHeartbeatSeconds": "4",
+    "ExportHeartbeatSeconds": "8",  # > the re-check delay, with room for a loaded 2-core machine
     "ExportTimeoutSeconds": "15",  # a stuck export fails quickly
     "LogLevel": "WARNING",
 }
