@@ -20,14 +20,13 @@ from botocore.awsrequest import AWSRequest
 from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from localcloud.httpapi import Credential
-from localcloud.simulators import register, unregister_all
+from localcloud.simulators import register
 from localcloud.simulators.healthlake import HealthLakeSimulator
+from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for
+from tests.localcloud.simulated import event_queue as queue_for
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's default account
 BUCKET = "exports"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/healthlake-export"
 KEY = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/d330e7fc-b56c-4216-a250-f4c43ef46e83"
@@ -37,36 +36,10 @@ FHIR_HEADERS = {"Content-Type": "application/fhir+json", "Prefer": "respond-asyn
 FILE_NAME = re.compile(r"(?P<type>[A-Za-z]+)/(?P=type)-\d{19}-(?P<n>\d+)-0\.ndjson")
 
 
-def wait_for[T](probe: Callable[[], T | None], timeout: float = 3.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-    return value
-
-
-_clients: dict[str, Any] = {}
-
-
-def client(service: str) -> Any:
-    """One client per service and test (creating clients is what makes polling slow)."""
-    if service not in _clients:
-        make: Any = boto3.client  # typed per service name by boto3-stubs, where installed
-        _clients[service] = make(service, region_name=REGION)
-    return _clients[service]
-
-
 @pytest.fixture
 def aws() -> Iterator[None]:
-    with mock_aws():
-        try:
-            _clients.clear()
-            client("s3").create_bucket(Bucket=BUCKET)
-            yield
-        finally:
-            unregister_all()
-            _clients.clear()
+    with offline_account(BUCKET):
+        yield
 
 
 @pytest.fixture
@@ -178,37 +151,8 @@ def ndjson(key: str) -> list[dict[str, Any]]:
 
 
 def event_queue() -> str:
-    """An SQS queue that receives, through an EventBridge rule on the default bus, every HealthLake event."""
-    sqs, events = client("sqs"), client("events")
-    url = sqs.create_queue(QueueName=f"events-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rule = f"healthlake-{uuid.uuid4().hex[:8]}"
-    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["aws.healthlake"]}))
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": arn}])
-    return str(url)
-
-
-def received(url: str) -> list[dict[str, Any]]:
-    sqs = client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [json.loads(m["Body"]) for m in batch]
-        for message in batch:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return bodies
-
-
-def collect(url: str, count: int) -> list[dict[str, Any]]:
-    """Wait until `count` events arrived, then a little longer to catch any surplus."""
-    got: list[dict[str, Any]] = []
-
-    def enough() -> bool:
-        got.extend(received(url))
-        return len(got) >= count
-
-    wait_for(enough, what=f"{count} events")
-    time.sleep(0.05)
-    return got + received(url)
+    """An SQS queue that receives every HealthLake event on the default bus."""
+    return queue_for({"source": ["aws.healthlake"]})
 
 
 # --- data stores --------------------------------------------------------------------------------------------------

@@ -8,23 +8,20 @@ import io
 import json
 import re
 import time
-import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from moto.awslambda.models import LambdaBackend
 
 from localcloud import logs as cloud_logs
-from localcloud.simulators import register, unregister_all
+from localcloud.simulators import register
 from localcloud.simulators.macie import LOG_GROUP, MacieSimulator
+from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for
+from tests.localcloud.simulated import event_queue as queue_for
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's default account
 BUCKET = "docs"
 DELAY, SPEEDUP = 2.0, 20.0  # a job ends after 0.1 s of real time
 CREATION_EVENTS = ["JOB_CREATED", "ONE_TIME_JOB_STARTED"]
@@ -33,36 +30,10 @@ FINANCIAL = "Paid with card 4111 1111 1111 1111 on Monday.\n"
 CLEAN = "The quarterly report is attached. Nothing personal here.\n"
 
 
-def wait_for[T](probe: Callable[[], T | None], timeout: float = 5.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-    return value
-
-
-_clients: dict[str, Any] = {}
-
-
-def client(service: str) -> Any:
-    """One client per service and test (creating clients is what makes polling slow)."""
-    if service not in _clients:
-        make: Any = boto3.client  # typed per service name by boto3-stubs, where installed
-        _clients[service] = make(service, region_name=REGION)
-    return _clients[service]
-
-
 @pytest.fixture
 def aws() -> Iterator[None]:
-    with mock_aws(config={"lambda": {"use_docker": False}}):
-        try:
-            _clients.clear()
-            client("s3").create_bucket(Bucket=BUCKET)
-            yield
-        finally:
-            unregister_all()
-            _clients.clear()
+    with offline_account(BUCKET):
+        yield
 
 
 @pytest.fixture
@@ -135,37 +106,8 @@ def findings_of(macie: Any, job_id: str) -> list[dict[str, Any]]:
 
 
 def finding_queue() -> str:
-    """An SQS queue that receives, through an EventBridge rule on the default bus, Macie's finding events."""
-    sqs, events = client("sqs"), client("events")
-    url = sqs.create_queue(QueueName=f"findings-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rule = f"macie-{uuid.uuid4().hex[:8]}"
-    events.put_rule(Name=rule, EventPattern=json.dumps({"source": ["aws.macie"], "detail-type": ["Macie Finding"]}))
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": arn}])
-    return str(url)
-
-
-def received(url: str) -> list[dict[str, Any]]:
-    sqs = client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [json.loads(m["Body"]) for m in batch]
-        for message in batch:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return bodies
-
-
-def collect(url: str, count: int) -> list[dict[str, Any]]:
-    """Wait until `count` events arrived, then a little longer to catch any surplus."""
-    got: list[dict[str, Any]] = []
-
-    def enough() -> bool:
-        got.extend(received(url))
-        return len(got) >= count
-
-    wait_for(enough, what=f"{count} events")
-    time.sleep(0.05)
-    return got + received(url)
+    """An SQS queue that receives Macie's finding events from the default bus."""
+    return queue_for({"source": ["aws.macie"], "detail-type": ["Macie Finding"]})
 
 
 # --- job lifecycle ------------------------------------------------------------------------------------------------

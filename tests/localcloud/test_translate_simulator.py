@@ -4,55 +4,26 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
-from localcloud.simulators import register, unregister_all
+from localcloud.simulators import register
 from localcloud.simulators.translate import TranslateSimulator
+from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, received, wait_for
+from tests.localcloud.simulated import event_queue as queue_for
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's default account
 BUCKET = "docs"
 ROLE = f"arn:aws:iam::{ACCOUNT}:role/translate-access"
 DELAY, SPEEDUP = 2.0, 20.0  # IN_PROGRESS after 0.05 s, terminal after 0.1 s of real time
 DETAIL_TYPE = "Translate TextTranslationJob State Change"
 
 
-def wait_for[T](probe: Callable[[], T | None], timeout: float = 3.0, what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    while not (value := probe()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-    return value
-
-
-_clients: dict[str, Any] = {}
-
-
-def client(service: str) -> Any:
-    """One client per service and test (creating clients is what makes polling slow)."""
-    if service not in _clients:
-        make: Any = boto3.client  # typed per service name by boto3-stubs, where installed
-        _clients[service] = make(service, region_name=REGION)
-    return _clients[service]
-
-
 @pytest.fixture
 def aws() -> Iterator[None]:
-    with mock_aws():
-        try:
-            _clients.clear()
-            client("s3").create_bucket(Bucket=BUCKET)
-            yield
-        finally:
-            unregister_all()
-            _clients.clear()
+    with offline_account(BUCKET):
+        yield
 
 
 @pytest.fixture
@@ -98,41 +69,11 @@ def terminal(translate: Any, job_id: str) -> dict[str, Any]:
 
 
 def event_queue(detail: dict[str, Any] | None = None) -> str:
-    """An SQS queue that receives, through an EventBridge rule on the default bus, Translate's job events."""
-    sqs, events = client("sqs"), client("events")
-    url = sqs.create_queue(QueueName=f"events-{uuid.uuid4().hex[:8]}")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    """An SQS queue that receives Translate's job events from the default bus (those with `detail`, if given)."""
     pattern: dict[str, Any] = {"source": ["aws.translate"], "detail-type": [DETAIL_TYPE]}
     if detail:
         pattern["detail"] = detail
-    rule = f"translate-{uuid.uuid4().hex[:8]}"
-    events.put_rule(Name=rule, EventPattern=json.dumps(pattern))
-    events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": arn}])
-    return str(url)
-
-
-def received(url: str) -> list[dict[str, Any]]:
-    """The events the queue holds right now (received and deleted)."""
-    sqs = client("sqs")
-    bodies: list[dict[str, Any]] = []
-    while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-        bodies += [json.loads(m["Body"]) for m in batch]
-        for message in batch:
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-    return bodies
-
-
-def collect(url: str, count: int) -> list[dict[str, Any]]:
-    """Wait until `count` events arrived, then a little longer to catch any surplus."""
-    got: list[dict[str, Any]] = []
-
-    def enough() -> bool:
-        got.extend(received(url))
-        return len(got) >= count
-
-    wait_for(enough, what=f"{count} events")
-    time.sleep(0.05)
-    return got + received(url)
+    return queue_for(pattern)
 
 
 def output_keys() -> list[str]:
