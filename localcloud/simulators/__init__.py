@@ -152,8 +152,11 @@ class _Raw:
 
 def register(simulator: Simulator) -> None:
     """Answer `simulator.service` from now on, for clients of every botocore session created after this module was
-    imported."""
+    imported. A simulator it replaces is stopped: its jobs end there, and none of its events arrives later."""
     model = botocore.session.get_session().get_service_model(simulator.service)
+    replaced = _active.get(model.service_id.hyphenize())
+    if replaced is not None and replaced[0] is not simulator:
+        replaced[0].stop()
     _active[model.service_id.hyphenize()] = (simulator, model)
     _install()
 

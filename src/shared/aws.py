@@ -4,6 +4,7 @@ from functools import cache
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 
 @cache
@@ -19,3 +20,12 @@ def table(name: str) -> Any:
 @cache
 def account_id() -> str:
     return str(client("sts").get_caller_identity()["Account"])
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response["Error"]["Code"])
+
+
+def conditional_check_failed(exc: ClientError) -> bool:
+    """Whether a conditional write or delete was refused because its condition did not hold."""
+    return error_code(exc) == "ConditionalCheckFailedException"

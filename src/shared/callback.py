@@ -16,7 +16,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
 from shared.adapters import Outcome, adapter
-from shared.aws import client
+from shared.aws import client, error_code
 from shared.exceptions import TokenConflictError
 from shared.observability import logger, metrics, token_ref
 from shared.settings import callback_settings
@@ -35,7 +35,7 @@ class Result(StrEnum):
 
 def _tolerated(exc: ClientError, task_token: str, job_id: str) -> bool:
     """Whether the error only says the task is already closed (timed out, resumed, or its execution ended)."""
-    code = exc.response["Error"]["Code"]
+    code = error_code(exc)
     if code not in TOLERATED_CALLBACK_ERRORS:
         return False
     logger.info("task already closed", extra={"error": code, "token": token_ref(task_token), "jobId": job_id})

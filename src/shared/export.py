@@ -25,7 +25,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 from shared.adapters import HEALTHLAKE, Outcome, healthlake_job_id
-from shared.aws import client, table
+from shared.aws import client, conditional_check_failed, error_code, table
 from shared.callback import send_heartbeat, send_outcome
 from shared.eventbus import MAX_BYTES_PER_CALL, entry_size, put_events
 from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
@@ -36,10 +36,6 @@ RUN = "RUN"
 RUNNING, FAILED = "RUNNING", "FAILED"
 EXPORT_SOURCE = "callback-kit.export"
 PUBLISH_CHUNK = 100  # records read ahead of each PutEvents round (memory stays flat whatever the file size)
-
-
-def _conditional_failed(exc: ClientError) -> bool:
-    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
 # ---- run lock ---------------------------------------------------------------------------------------------------
@@ -61,16 +57,18 @@ class RunLock:
 
     def take(self, execution_arn: str, trigger_time: str) -> Lock:
         """Take the lock unless a running execution holds it; a retried take by the same execution succeeds."""
-        if self._claim(execution_arn, trigger_time, "attribute_not_exists(pk) OR runStatus <> :running", {}):
-            return Lock(True, self._last_run_time())
+        claimed = self._claim(execution_arn, trigger_time, "attribute_not_exists(pk) OR runStatus <> :running", {})
+        if claimed is not None:
+            return Lock(True, claimed.get("lastRunTime"))
         holder = self._table.get_item(Key={"pk": RUN}, ConsistentRead=True).get("Item", {})
         holder_arn = str(holder.get("executionArn", ""))
         if holder_arn == execution_arn:
             return Lock(True, holder.get("lastRunTime"))
         if holder_arn and not _is_running(holder_arn):
             logger.warning("stale export lock taken over", extra={"holder": holder_arn})
-            if self._claim(execution_arn, trigger_time, "executionArn = :holder", {":holder": holder_arn}):
-                return Lock(True, self._last_run_time())
+            claimed = self._claim(execution_arn, trigger_time, "executionArn = :holder", {":holder": holder_arn})
+            if claimed is not None:
+                return Lock(True, claimed.get("lastRunTime"))
         return Lock(False, holder.get("lastRunTime"), holder_arn or None)
 
     def release(self, execution_arn: str) -> bool:
@@ -85,14 +83,17 @@ class RunLock:
                 ExpressionAttributeValues={":failed": FAILED, ":me": execution_arn, ":running": RUNNING},
             )
         except ClientError as exc:
-            if _conditional_failed(exc):
+            if conditional_check_failed(exc):
                 return False  # not (or no longer) the holder: nothing to release
             raise
         return True
 
-    def _claim(self, execution_arn: str, trigger_time: str, condition: str, values: dict[str, Any]) -> bool:
+    def _claim(
+        self, execution_arn: str, trigger_time: str, condition: str, values: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """The RUN item after taking it for this execution, or None if `condition` (nor "it is ours") held."""
         try:
-            self._table.update_item(
+            claimed = self._table.update_item(
                 Key={"pk": RUN},
                 UpdateExpression="SET runStatus = :running, executionArn = :me, triggerTime = :trigger",
                 ConditionExpression=f"({condition}) OR executionArn = :me",
@@ -102,24 +103,20 @@ class RunLock:
                     ":trigger": trigger_time,
                     **values,
                 },
+                ReturnValues="ALL_NEW",
             )
         except ClientError as exc:
-            if _conditional_failed(exc):
-                return False
+            if conditional_check_failed(exc):
+                return None
             raise
-        return True
-
-    def _last_run_time(self) -> str | None:
-        item = self._table.get_item(Key={"pk": RUN}, ConsistentRead=True).get("Item", {})
-        value = item.get("lastRunTime")
-        return str(value) if value else None
+        return dict(claimed["Attributes"])
 
 
 def _is_running(execution_arn: str) -> bool:
     try:
         status = client("stepfunctions").describe_execution(executionArn=execution_arn)["status"]
     except ClientError as exc:
-        if exc.response["Error"]["Code"] == "ExecutionDoesNotExist":
+        if error_code(exc) == "ExecutionDoesNotExist":
             return False
         raise
     return bool(status == "RUNNING")

@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.aws import table
+from shared.aws import conditional_check_failed, table
 
 HEAD_SEQ = "0000-00-00T00:00:00.000Z#SUBMITTED"
 END_SEQ = "9999-12-31T23:59:59.999Z#END"
@@ -78,10 +78,6 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _conditional_failed(exc: ClientError) -> bool:
-    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
-
-
 class StatusLog:
     def __init__(self, table_name: str) -> None:
         self._table = table(table_name)
@@ -140,7 +136,7 @@ class StatusLog:
         try:
             self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(seq)")
         except ClientError as exc:
-            if _conditional_failed(exc):
+            if conditional_check_failed(exc):
                 return False
             raise
         return True

@@ -21,7 +21,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.aws import client
+from shared.aws import client, error_code
 from shared.exceptions import (
     IdempotencyKeyReusedError,
     ResultNotReadyError,
@@ -204,15 +204,15 @@ class Tasks:
                 stateMachineArn=state_machine, name=task_id, input=json.dumps(execution_input)
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ExecutionAlreadyExists":  # started by an earlier attempt
+            if error_code(exc) == "ExecutionAlreadyExists":  # started by an earlier attempt
                 return self.get(str(head.owner), task_id)
-            return self._failed_to_start(task_id, head, exc.response["Error"]["Code"], str(exc))
+            return self._failed_to_start(task_id, head, error_code(exc), str(exc))
         except BotoCoreError as exc:  # no answer: the execution may or may not have started; ask
             execution_arn = f"{state_machine.replace(':stateMachine:', ':execution:')}:{task_id}"
             try:
                 started = client("stepfunctions").describe_execution(executionArn=execution_arn)
             except ClientError as missing:
-                if missing.response["Error"]["Code"] != "ExecutionDoesNotExist":
+                if error_code(missing) != "ExecutionDoesNotExist":
                     raise
                 return self._failed_to_start(task_id, head, type(exc).__name__, str(exc))
         running = Entry(
@@ -266,7 +266,7 @@ class Tasks:
                 executionArn=execution_arn, error="Task.Cancelled", cause="The task was cancelled by its owner."
             )
         except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ExecutionDoesNotExist":  # it never started
+            if error_code(exc) != "ExecutionDoesNotExist":  # it never started
                 raise
 
     # --- the end of an execution --------------------------------------------------------------------------------

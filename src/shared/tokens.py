@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from shared.adapters import Outcome
-from shared.aws import table
+from shared.aws import conditional_check_failed, table
 
 
 @dataclass(frozen=True)
@@ -36,10 +36,6 @@ class Waiting:
 
 def job_key(service: str, job_id: str) -> str:
     return f"{service}#{job_id}"
-
-
-def _conditional_failed(exc: ClientError) -> bool:
-    return bool(exc.response["Error"]["Code"] == "ConditionalCheckFailedException")
 
 
 class TokenStore:
@@ -95,7 +91,7 @@ class TokenStore:
                 ExpressionAttributeValues={":now": now},
             )
         except ClientError as exc:
-            if _conditional_failed(exc):
+            if conditional_check_failed(exc):
                 return False
             raise
         return True
@@ -116,5 +112,5 @@ class TokenStore:
         try:
             self._table.delete_item(**kwargs)
         except ClientError as exc:
-            if not _conditional_failed(exc):
+            if not conditional_check_failed(exc):
                 raise
