@@ -99,6 +99,9 @@ def _ref(name: str, stack: str) -> str:
         return physical_name(name).lower()  # bucket names are lower case
     if kind == "AWS::Events::EventBus":
         return _resolve(properties["Name"], stack)
+    if kind == "AWS::Serverless::StateMachine":  # its ARN, under its Name
+        machine = _resolve(properties["Name"], stack) if "Name" in properties else physical_name(name)
+        return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{machine}"
     return physical_name(name)
 
 
@@ -126,7 +129,10 @@ def _get_att(name: str, attribute: str, stack: str) -> str:
 
 def _resolve(value: Any, stack: str = STACK) -> str:
     """A value as the function sees it: `!Ref` to a parameter gives its default (or TEST_PARAMETERS), to a resource
-    its physical id; `!GetAtt` its ARN; `!Sub` (string form) both."""
+    its physical id; `!GetAtt` its ARN; `!Sub` (string form) both; `!If` its first branch (TEST_PARAMETERS make
+    every condition of the template true)."""
+    if isinstance(value, dict) and set(value) == {"Fn::If"}:
+        return _resolve(value["Fn::If"][1], stack)
     if isinstance(value, dict) and set(value) == {"Ref"}:
         return _ref(value["Ref"], stack)
     if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
@@ -147,13 +153,19 @@ def _resolve(value: Any, stack: str = STACK) -> str:
 
 def resolve_all(value: Any, stack: str = STACK) -> Any:
     """A template fragment (e.g. an EventBridge rule pattern) with its intrinsic functions resolved for `stack`."""
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in {"Ref", "Fn::GetAtt", "Fn::Sub"}:
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in {"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If"}:
         return _resolve(value, stack)
     if isinstance(value, dict):
         return {key: resolve_all(item, stack) for key, item in value.items()}
     if isinstance(value, list):
         return [resolve_all(item, stack) for item in value]
     return value
+
+
+def function_variables(logical_id: str) -> dict[str, str]:
+    """One function's own Environment.Variables from template.yaml, resolved as `_resolve` does."""
+    variables = template()["Resources"][logical_id]["Properties"].get("Environment", {}).get("Variables", {})
+    return {name: _resolve(value) for name, value in variables.items()}
 
 
 def function_environment() -> dict[str, str]:

@@ -15,37 +15,12 @@ from typing import Any
 
 import boto3
 
-from tests.unit.support import ACCOUNT, REGION, ROLE_ARN, WAIT_S, create_table, physical_name, template
+from tests.unit.support import ACCOUNT, REGION, ROLE_ARN, WAIT_S, create_table, function_variables
 
 OWNER = f"arn:aws:iam::{ACCOUNT}:user/local-developer"
 OTHER = f"arn:aws:iam::{ACCOUNT}:user/other-developer"
 TASK_FUNCTIONS = ("TaskApiFunction", "RecordTaskStatusFunction")
 GOOD_INPUT = {"inputPrefix": "in/", "outputPrefix": "out/", "sourceLanguage": "en", "targetLanguages": ["de"]}
-
-
-def _physical(logical_id: str) -> str:
-    name = physical_name(logical_id)
-    resource = template()["Resources"][logical_id]
-    return name.lower() if resource["Type"] == "AWS::S3::Bucket" else name
-
-
-def function_variables(logical_id: str, arns: dict[str, str]) -> dict[str, str]:
-    """The function's own Environment.Variables from template.yaml: `!Ref` resolved to parameter defaults and
-    physical names, `!Sub` with `${Resource}` resolved from `arns`."""
-    variables = template()["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
-    parameters = template()["Parameters"]
-    resolved = {}
-    for name, value in variables.items():
-        if isinstance(value, dict) and "Fn::If" in value:  # the tests deploy with every condition true
-            value = value["Fn::If"][1]
-        if isinstance(value, dict) and "Ref" in value:
-            ref = value["Ref"]
-            resolved[name] = str(parameters[ref]["Default"]) if ref in parameters else _physical(ref)
-        elif isinstance(value, dict) and "Fn::Sub" in value:
-            resolved[name] = re.sub(r"\$\{(\w+)\}", lambda m: arns[m[1]], value["Fn::Sub"])
-        else:
-            resolved[name] = str(value)
-    return resolved
 
 
 def http_event(
@@ -195,23 +170,21 @@ def task_account() -> TaskAccount:
     """Create (once per moto account) what the task functions use; return it with their environment."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
-    name = physical_name("DocumentsWorkflow")
-    machines = {m["name"]: m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
-    definition = {"StartAt": "Work", "States": {"Work": {"Type": "Wait", "Seconds": 30, "End": True}}}
-    arns = {}
-    for workflow in ("DocumentsWorkflow", "ExportWorkflow"):  # stand-ins: the API only starts and stops them
-        machine = physical_name(workflow)
-        if machine not in machines:
-            created = sfn.create_state_machine(name=machine, definition=json.dumps(definition), roleArn=ROLE_ARN)
-            machines[machine] = created["stateMachineArn"]
-        arns[workflow] = machines[machine]
     environment: dict[str, str] = {}
     for function in TASK_FUNCTIONS:
-        environment |= function_variables(function, arns)
+        environment |= function_variables(function)
+    machines = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    definition = {"StartAt": "Work", "States": {"Work": {"Type": "Wait", "Seconds": 30, "End": True}}}
+    workflows = json.loads(environment["TASK_STATE_MACHINES"])
+    for arn in workflows.values():  # stand-ins under the template's names: the API only starts and stops them
+        if arn not in machines:
+            name = arn.rsplit(":", 1)[-1]
+            sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=ROLE_ARN)
     tables = boto3.client("dynamodb", region_name=REGION).list_tables()["TableNames"]
     if environment["TASK_TABLE"] not in tables:
         create_table("TaskTable")
         s3.create_bucket(Bucket=environment["TASK_RESULT_BUCKET"])
     table = boto3.resource("dynamodb", region_name=REGION).Table(environment["TASK_TABLE"])
-    earlier = frozenset(e["executionArn"] for e in sfn.list_executions(stateMachineArn=machines[name])["executions"])
-    return TaskAccount(environment, machines[name], table, s3, sfn, earlier)
+    documents = workflows["documents"]
+    earlier = frozenset(e["executionArn"] for e in sfn.list_executions(stateMachineArn=documents)["executions"])
+    return TaskAccount(environment, documents, table, s3, sfn, earlier)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.unit.support import REPO, invoke
-from tests.unit.task_support import GOOD_INPUT, OTHER, OWNER, TaskAccount, function_variables, http_event
+from tests.unit.support import REPO, function_variables, invoke
+from tests.unit.task_support import GOOD_INPUT, OTHER, OWNER, TaskAccount, http_event
 
 
 def call(event: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
@@ -309,28 +308,15 @@ def test_the_committed_openapi_document_is_the_generated_one(tasks: TaskAccount)
 
 
 def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy() -> None:
-    from tests.unit.support import template
+    from tests.unit.support import resolve_all, template
 
     resources = template()["Resources"]
-    pseudo = {"AWS::Partition": "aws", "AWS::Region": "us-east-1", "AWS::AccountId": "1", "AWS::StackName": "s"}
-
-    def arn(value: Any) -> str:
-        """A state machine ARN as CloudFormation resolves it (Ref, or Sub over pseudo parameters and Refs)."""
-        if isinstance(value, dict) and "Ref" in value:
-            name = resources[value["Ref"]]["Properties"]["Name"]["Fn::Sub"]
-            return arn(
-                {"Fn::Sub": f"arn:${{AWS::Partition}}:states:${{AWS::Region}}:${{AWS::AccountId}}:stateMachine:{name}"}
-            )
-        text = value["Fn::Sub"] if isinstance(value, dict) else value
-        return re.sub(r"\$\{([\w:]+)\}", lambda m: pseudo.get(m[1]) or arn({"Ref": m[1]}), text)
-
-    workflows = {key: {"Ref": key} for key, r in resources.items() if r["Type"] == "AWS::Serverless::StateMachine"}
-    configured = function_variables("TaskApiFunction", {key: arn(ref) for key, ref in workflows.items()})
+    configured = function_variables("TaskApiFunction")
     machines = set(json.loads(configured["TASK_STATE_MACHINES"]).values())
     rule = resources["RecordTaskStatusFunction"]["Properties"]["Events"]["TaskExecutionEnded"]["Properties"]
-    in_rule = {arn(ref) for ref in rule["Pattern"]["detail"]["stateMachineArn"]}
+    in_rule = set(resolve_all(rule["Pattern"]["detail"]["stateMachineArn"]))
     statements = resources["TaskApiFunction"]["Properties"]["Policies"][0]["Statement"]
-    startable = {arn(ref) for s in statements if s["Action"] == "states:StartExecution" for ref in s["Resource"]}
+    startable = {resolve_all(r) for s in statements if s["Action"] == "states:StartExecution" for r in s["Resource"]}
     assert len(machines) == 2
     assert machines == in_rule == startable
 
