@@ -5,13 +5,14 @@ ENV ?= dev
 PYTHON ?= $(shell p=$$(pyenv prefix 3.13.0 2>/dev/null) && echo $$p/bin/python3 || command -v python3.13)
 VENV := .venv
 SAM_VENV := .venv-sam
+LAMBDA_VENV := .venv-lambda
 PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
 .PHONY: install lint test build demo local deploy clean lock openapi
 
-install: $(VENV)/.installed $(SAM_VENV)/.installed
+install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements.lock src/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +26,13 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 	$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.lock
 	touch $@
 
+# Lambda's python3.13 runtime, offline: CPython 3.13 with boto3 and nothing else. The offline cloud runs every
+# function's `sam build` artifact on it, so a module missing from the package fails here as it would on AWS.
+$(LAMBDA_VENV)/.installed: requirements.lock $(VENV)/.installed
+	$(PYTHON) -m venv --without-pip $(LAMBDA_VENV)
+	$(PY) -m pip --python $(LAMBDA_VENV)/bin/python install --quiet -c requirements.lock boto3
+	touch $@
+
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -32,16 +40,16 @@ lint: install
 	$(SAM) validate --lint --template template.yaml
 	$(PY) -m localcloud.aslcheck statemachines/*.asl.json
 
-test: $(VENV)/.installed
+test: install
 	$(PY) -m pytest
 
 build: $(SAM_VENV)/.installed
 	$(SAM) build --template template.yaml
 
-demo: $(VENV)/.installed
+demo: install
 	$(PY) -m localcloud demo
 
-local: $(VENV)/.installed
+local: install
 	$(PY) -m localcloud serve
 
 deploy: build
@@ -60,5 +68,5 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(LAMBDA_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

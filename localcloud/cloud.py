@@ -4,9 +4,12 @@
         cloud.stack.outputs            # what `sam deploy` would print
         cloud.client("stepfunctions")  # boto3 client on the offline cloud (in-process)
 
-Everything runs in this process: moto's backends (also served on `aws_port` for the AWS CLI), the Step Functions
-interpreter (with the fixes in localcloud.sfn), the Lambda handlers (localcloud.lambdas), SQS and TTL pollers,
-EventBridge delivery and schedules (localcloud.events), Logs subscriptions and the HTTP API (localcloud.httpapi).
+The template is built with `sam build` first (localcloud.build) and the built template is what gets deployed, so
+every function runs from its own artifact, in worker processes of the Lambda runtime interpreter (localcloud.lambdas)
+that reach the offline cloud through its endpoint. Everything else runs in this process: moto's backends (served on
+`aws_port`, where the simulated services answer too), the Step Functions interpreter (with the fixes in
+localcloud.sfn), SQS and TTL pollers, EventBridge delivery and schedules (localcloud.events), Logs subscriptions and
+the HTTP API (localcloud.httpapi).
 """
 
 from __future__ import annotations
@@ -15,15 +18,19 @@ import json
 import logging
 import os
 import re
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import boto3
 from moto import mock_aws
-from moto.server import ThreadedMotoServer
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import BaseWSGIServer, make_server
 
 from localcloud import events, logs, pollers, sfn, simulators
+from localcloud.build import build_dir, ensure_built
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, LambdaRuntime
@@ -53,6 +60,10 @@ class CloudConfig:
     parameters: dict[str, str] = field(default_factory=dict)
     credentials: list[Credential] = field(default_factory=lambda: [DEFAULT_CREDENTIAL])
     async_retry_delay_seconds: float = 1.0
+    # Where the functions' log lines go (one file per cloud; default .aws-sam/localcloud/<stack>.log beside the
+    # template); `echo_function_logs` also prints them, prefixed with the function's name, on stderr.
+    function_log: Path | None = None
+    echo_function_logs: bool = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CloudConfig:
@@ -84,8 +95,14 @@ class CloudConfig:
 class LocalCloud:
     def __init__(self, config: CloudConfig) -> None:
         self.config = config
-        self.root = config.template.resolve().parent
-        self.runtime = LambdaRuntime(self.root, config.region, config.async_retry_delay_seconds)
+        self.function_log = config.function_log or (
+            build_dir(config.template).parent / "localcloud" / f"{config.stack_name}.log"
+        )
+        self._log_file: TextIO | None = None
+        self._log_lock = threading.Lock()
+        self.runtime = LambdaRuntime(
+            build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
+        )
         self.stack: Stack
         self.http: HttpApiServer | None = None
         self._mock = mock_aws(
@@ -110,13 +127,24 @@ class LocalCloud:
         events.install(self._deliver, self.send_to)
         logs.install(self.runtime.invoke_async)
 
-        self.server = ThreadedMotoServer(ip_address=cfg.host, port=cfg.aws_port, verbose=False)
-        self.server.start()
-        self.aws_endpoint = f"http://{cfg.host}:{self.server._server.port}"  # type: ignore[union-attr]
-        os.environ["MOTO_PORT"] = str(self.server._server.port)  # type: ignore[union-attr]
+        built = ensure_built(cfg.template, self.runtime.python)
+        self.function_log.parent.mkdir(parents=True, exist_ok=True)
+        self._log_file = open(self.function_log, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
 
-        self.stack = deploy(cfg.template, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per AWS call
+        # moto's server app behind the simulators' (requests signed for a simulated service go to its simulator).
+        app = simulators.wsgi(DomainDispatcherApplication(create_backend_app))
+        self.server: BaseWSGIServer = make_server(
+            cfg.host, cfg.aws_port, app, threaded=True, request_handler=MotoRequestHandler
+        )
+        threading.Thread(target=self.server.serve_forever, name="localcloud-endpoint", daemon=True).start()
+        self.aws_endpoint = f"http://{cfg.host}:{self.server.port}"
+        os.environ["MOTO_PORT"] = str(self.server.port)
+        self.runtime.endpoint = self.aws_endpoint
+
+        self.stack = deploy(built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
         self._configure_async_invokes()
+        self._configure_concurrency()
         self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
@@ -139,9 +167,13 @@ class LocalCloud:
             thread.stop()
         if self.http:
             self.http.stop()
-        self.server.stop()
         self.runtime.drain(timeout=5)
+        self.runtime.stop()
+        self.server.shutdown()
+        self.server.server_close()
         self._mock.stop()
+        if self._log_file:
+            self._log_file.close()
 
     def __enter__(self) -> LocalCloud:
         return self.start()
@@ -201,6 +233,20 @@ class LocalCloud:
                 maximum_retry_attempts=int(props.get("MaximumRetryAttempts", 2)),
                 on_failure=props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"),
             )
+
+    def _configure_concurrency(self) -> None:
+        for resource in self.stack.of_type("AWS::Lambda::Function"):
+            reserved = resource.properties.get("ReservedConcurrentExecutions")
+            if reserved is not None:
+                self.runtime.reserved_concurrency[resource.physical_id] = int(reserved)
+
+    def _function_log_line(self, function_name: str, line: str) -> None:
+        with self._log_lock:
+            if self._log_file and not self._log_file.closed:
+                self._log_file.write(f"[{function_name}] {line}\n")
+                self._log_file.flush()
+            if self.config.echo_function_logs:
+                print(f"[{function_name}] {line}", file=sys.stderr, flush=True)
 
     def _create_subscription_filters(self) -> None:
         client = self.client("logs")

@@ -95,9 +95,11 @@ class _NoManagedPolicies:
 
 
 def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> dict[str, Any]:
-    """Do what `sam package` does: upload each CodeUri as a zip to S3 and inline each DefinitionUri.
+    """Do what `sam package` does: put each CodeUri in S3 and inline each DefinitionUri.
 
-    The S3 key is the CodeUri relative to the project root, so the offline Lambda runtime can find the code.
+    The S3 key is the CodeUri relative to the template's directory (for a built template: the function's artifact
+    directory), which is where the offline Lambda runtime runs the code from; the object itself is only a pointer,
+    since the artifact never leaves this machine.
     """
     s3 = boto3.client("s3", region_name=region)
     s3.create_bucket(Bucket=bucket)
@@ -108,19 +110,20 @@ def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> d
             code_uri = props.get("CodeUri", global_code_uri)
             if isinstance(code_uri, str) and not code_uri.startswith("s3://"):
                 key = Path(code_uri).as_posix().strip("/") or "."
-                s3.put_object(Bucket=bucket, Key=key, Body=_zip_dir(root / code_uri))
+                s3.put_object(Bucket=bucket, Key=key, Body=_pointer(root / code_uri))
                 props["CodeUri"] = f"s3://{bucket}/{key}"
         elif resource["Type"] == "AWS::Serverless::StateMachine" and isinstance(props.get("DefinitionUri"), str):
             props["Definition"] = json.loads((root / props.pop("DefinitionUri")).read_text())
     return template
 
 
-def _zip_dir(path: Path) -> bytes:
+def _pointer(path: Path) -> bytes:
+    """A zip that names the code directory (moto's Lambda wants a code object; the workers read the directory)."""
+    if not path.is_dir():
+        raise TemplateError(f"CodeUri {path} is not a directory")
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        for file in sorted(path.rglob("*")):
-            if file.is_file() and "__pycache__" not in file.parts:
-                archive.write(file, file.relative_to(path).as_posix())
+        archive.writestr(".localcloud-code-dir", str(path.resolve()))
     return buffer.getvalue()
 
 
@@ -184,6 +187,9 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
     resource_map = stack.resource_map
     resources = []
     for logical_id, resource in cfn["Resources"].items():
+        condition = resource.get("Condition")
+        if condition and not resource_map.lazy_condition_map[condition]:
+            continue  # not created, as CloudFormation skips a resource whose condition is false
         parsed = resource_map._parsed_resources.get(logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
         properties = clean_json(resource.get("Properties", {}), resource_map)

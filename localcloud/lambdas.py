@@ -1,120 +1,100 @@
-"""Run the template's real Lambda handlers in this process, behind moto's Lambda API.
+"""Run the template's functions as Lambda runs them: their `sam build` artifacts, in worker processes of their own.
 
 moto without Docker answers every Invoke from `LambdaSimpleBackend.invoke`; that one method is the path of the
-Invoke API, Step Functions' `lambda:invoke` and moto's own callers, so it is replaced by a dispatcher that imports
-the function's Handler from its CodeUri, applies its Environment, passes a Lambda-like context, and reports an
-exception as Lambda does (`X-Amz-Function-Error: Unhandled`, `{"errorMessage", "errorType", "stackTrace"}`), which
-is what lets ASL Retry/Catch match on the exception's class name.
+Invoke API, Step Functions' `lambda:invoke` and moto's own callers, so it is replaced by a dispatcher to workers.
 
-Each function gets its own copy of its code's modules (as each Lambda function has its own process) and sees only
-its own environment variables while it runs (a context-local view of os.environ). Asynchronous invocations get
-Lambda's retries and on-failure destination. Not emulated: the function timeout (a thread cannot be killed),
-memory limits, concurrency limits, layers.
+A worker is one execution environment: a process of the Lambda runtime interpreter (python3.13 with boto3 and
+nothing else, see `runtime_python`) running localcloud/lambda_bootstrap.py over the function's artifact directory,
+with the function's own Environment plus Lambda's reserved variables, and AWS_ENDPOINT_URL pointing at the offline
+cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
+- a worker serves one invocation at a time and stays warm for the next; concurrent invocations start more workers
+  (cold starts) up to the function's ReservedConcurrentExecutions or the account limit, beyond which a synchronous
+  invoke is throttled (TooManyRequestsException, 429) and an asynchronous one waits for a free worker;
+- the handler is imported once per worker (init); an import error is `Runtime.ImportModuleError`;
+- Timeout kills the worker (`Sandbox.Timedout`), MemorySize is a limit on the worker's resident memory
+  (`Runtime.OutOfMemory`), a worker that exits mid-invocation is `Runtime.ExitError`;
+- a handler's exception is reported as Lambda does (`X-Amz-Function-Error: Unhandled`, `{"errorMessage",
+  "errorType", "stackTrace"}`), which is what lets ASL Retry/Catch match on the exception's class name;
+- asynchronous invocations get Lambda's retries and on-failure destination;
+- stdout/stderr are the function's log stream: every line goes to `log(function_name, line)`, with START, END and
+  REPORT lines (duration, init duration, max memory used) per invocation.
+Not emulated: layers, versions and aliases, provisioned concurrency, the 6 MB payload limit.
 """
 
 from __future__ import annotations
 
-import contextvars
-import importlib
+import contextlib
 import json
 import logging
 import os
-import sys
+import secrets
+import select
+import subprocess
 import threading
 import time
-import traceback
 import uuid
-from collections.abc import Callable, Iterator, MutableMapping
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
+from moto.core.exceptions import JsonRESTError
+
+from localcloud.deploy import ACCOUNT_ID
+from localcloud.httpapi import Credential
 
 LOG = logging.getLogger("localcloud.lambda")
+BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+ACCOUNT_CONCURRENCY = 1000  # Lambda's default account limit of concurrent executions per Region
+INIT_LIMIT_SECONDS = 10.0  # Lambda's limit on a function's init phase
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 
-_current_environ: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("environ", default=None)
+LogSink = Callable[[str, str], None]  # (function name, log line)
 
-
-class _ScopedEnviron(MutableMapping[str, str]):
-    """os.environ that shows a running function only its own variables, and the process's everywhere else."""
-
-    def __init__(self, base: MutableMapping[str, str]) -> None:
-        self.base = base
-
-    def _active(self) -> MutableMapping[str, str]:
-        scoped = _current_environ.get()
-        return self.base if scoped is None else scoped
-
-    def __getitem__(self, key: str) -> str:
-        return self._active()[key]
-
-    def __setitem__(self, key: str, value: str) -> None:
-        self._active()[key] = value
-
-    def __delitem__(self, key: str) -> None:
-        del self._active()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(list(self._active()))
-
-    def __len__(self) -> int:
-        return len(self._active())
-
-    def copy(self) -> dict[str, str]:
-        return dict(self._active())
+# What a function's execution role gives it on AWS; here one fake identity for every worker. Services that check
+# signatures offline (the HealthLake FHIR endpoint) accept it.
+EXECUTION_ROLE = Credential(
+    access_key_id="ASIALOCALCLOUDWORKER",
+    secret_access_key="localcloud-worker-secret",  # noqa: S106 - a local, documented credential
+    user_arn=f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/localcloud-function/worker",
+    user_id="AROALOCALCLOUDWORKER:worker",
+    account_id=ACCOUNT_ID,
+)
 
 
-def _install_scoped_environ() -> None:
-    if not isinstance(os.environ, _ScopedEnviron):
-        os.environ = _ScopedEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003 - a view, not a clear
-
-
-@contextmanager
-def function_environment(variables: dict[str, str]) -> Iterator[None]:
-    """Run the body with the process environment plus `variables`, visible to this context only."""
-    _install_scoped_environ()
-    base = os.environ.base if isinstance(os.environ, _ScopedEnviron) else os.environ
-    token = _current_environ.set({**base, **variables})
-    try:
-        yield
-    finally:
-        _current_environ.reset(token)
-
-
-@dataclass
-class LambdaContext:
-    """The attributes and method of the Python runtime's context object."""
-
-    function_name: str
-    invoked_function_arn: str
-    memory_limit_in_mb: int
-    timeout_seconds: int
-    function_version: str = "$LATEST"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    _started: float = field(default_factory=time.monotonic)
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{self.aws_request_id.replace('-', '')}"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self.timeout_seconds - (time.monotonic() - self._started)) * 1000))
+def runtime_python() -> Path:
+    """The interpreter workers run on: Lambda's python3.13 runtime, i.e. CPython 3.13 with boto3 and nothing else
+    (`make install` creates .venv-lambda; LOCALCLOUD_LAMBDA_PYTHON points elsewhere)."""
+    configured = os.environ.get("LOCALCLOUD_LAMBDA_PYTHON")
+    python = Path(configured) if configured else PROJECT_ROOT / ".venv-lambda" / "bin" / "python"
+    if not python.exists():
+        raise FileNotFoundError(f"Lambda runtime interpreter {python} is missing: run `make install`")
+    return python
 
 
 class FunctionError(Exception):
-    """A handler raised; carries the payload Lambda would return."""
+    """An invocation failed; carries the payload Lambda would return."""
 
     def __init__(self, payload: dict[str, Any]) -> None:
         super().__init__(f"{payload['errorType']}: {payload['errorMessage']}")
         self.payload = payload
+
+
+class Throttled(Exception):
+    """No execution environment is free and the function is at its concurrency limit."""
+
+
+class TooManyRequestsException(JsonRESTError):
+    """Lambda's answer to a throttled synchronous invoke (Step Functions reports `Lambda.TooManyRequestsException`)."""
+
+    code = 429
+
+    def __init__(self, message: str) -> None:
+        super().__init__("TooManyRequestsException", message)
 
 
 @dataclass(frozen=True)
@@ -123,17 +103,276 @@ class AsyncConfig:
     on_failure: str | None = None  # destination ARN (SQS queue)
 
 
-class LambdaRuntime:
-    """Dispatches invocations of the deployed functions to their real handlers."""
+@dataclass(frozen=True)
+class FunctionSpec:
+    """What a worker of one function needs, read once from the deployed function."""
 
-    def __init__(self, root: Path, region: str, retry_delay_seconds: float = 1.0) -> None:
+    name: str
+    arn: str
+    handler: str
+    code_dir: Path
+    memory_mb: int
+    timeout_seconds: float
+    runtime: str
+    environment: dict[str, str]
+    log_format: str
+
+    @classmethod
+    def of(cls, fn: LambdaFunction, code_dir: Path) -> FunctionSpec:
+        logging_config = getattr(fn, "logging_config", None) or {}
+        return cls(
+            name=fn.function_name,
+            arn=fn.function_arn,
+            handler=fn.handler or "",
+            code_dir=code_dir,
+            memory_mb=int(fn.memory_size),
+            timeout_seconds=float(fn.timeout),
+            runtime=fn.run_time,
+            environment={k: str(v) for k, v in (fn.environment_vars or {}).items()},
+            log_format=str(logging_config.get("LogFormat", "Text")),
+        )
+
+
+class Worker:
+    """One execution environment: a runtime process with the function's code, serving one invocation at a time."""
+
+    def __init__(self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink) -> None:
+        self.spec = spec
+        self.log = log
+        self.initialized = False
+        self.init_ms: float | None = None  # reported once, on the REPORT line of the cold start
+        self._buffer = b""
+        to_worker_r, self._to_worker = os.pipe()
+        self._from_worker, from_worker_w = os.pipe()
+        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
+            [str(python), "-I", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
+            pass_fds=(to_worker_r, from_worker_w),
+            env=self._environment(endpoint, region),
+            cwd=spec.code_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        threading.Thread(target=self._pump_logs, name=f"logs-{spec.name}", daemon=True).start()
+
+    def _environment(self, endpoint: str, region: str) -> dict[str, str]:
+        spec = self.spec
+        stream = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
+        reserved = {
+            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_STREAM_NAME": stream,
+            "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+            "AWS_LAMBDA_LOG_FORMAT": spec.log_format,
+            "AWS_REGION": region,
+            "AWS_DEFAULT_REGION": region,
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
+            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "LAMBDA_RUNTIME_DIR": str(BOOTSTRAP.parent),
+            "_HANDLER": spec.handler,
+            "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
+            "AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1:2000",
+            "_AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1",
+            "_AWS_XRAY_DAEMON_PORT": "2000",
+            "TZ": ":UTC",
+            "LANG": "en_US.UTF-8",
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            # The execution role's credentials on AWS; here a fake identity, every call sent to the offline cloud and
+            # no shared config or credentials file read: a worker has no way to reach AWS.
+            "AWS_ACCESS_KEY_ID": EXECUTION_ROLE.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": EXECUTION_ROLE.secret_access_key,
+            "AWS_SESSION_TOKEN": "localcloud-worker-session",
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
+        return {**spec.environment, **reserved}  # reserved variables cannot be overridden on Lambda either
+
+    def _pump_logs(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self.log(self.spec.name, raw.decode(errors="replace").rstrip("\n"))
+
+    # --- the control channel ----------------------------------------------------------------------------------
+    def _send(self, message: dict[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        while data:
+            data = data[os.write(self._to_worker, data) :]
+
+    def _receive(self, deadline: float, on_timeout: str, request_id: str) -> dict[str, Any]:
+        """The worker's next message; kill it and raise FunctionError on timeout, memory limit or exit."""
+        while b"\n" not in self._buffer:
+            if time.monotonic() > deadline:
+                self.kill()
+                raise FunctionError(_runtime_error(request_id, "Sandbox.Timedout", on_timeout))
+            if self.rss_mb() > self.spec.memory_mb:
+                self.kill()
+                raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
+            ready, _, _ = select.select([self._from_worker], [], [], 0.05)
+            if ready:
+                chunk = os.read(self._from_worker, 1 << 20)
+                if not chunk:
+                    code = self.process.wait()
+                    self.close()
+                    detail = f"signal: {-code}" if code < 0 else f"exit status {code}"
+                    raise FunctionError(_runtime_error(request_id, "Runtime.ExitError", detail))
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return json.loads(line)  # type: ignore[no-any-return]
+
+    # --- lifecycle ----------------------------------------------------------------------------------------------
+    def initialize(self) -> None:
+        """Wait for the handler's import (the init phase); raise FunctionError if it failed."""
+        limit = max(INIT_LIMIT_SECONDS, self.spec.timeout_seconds)
+        message = self._receive(time.monotonic() + limit, f"Init timed out after {limit:.2f} seconds", "")["init"]
+        self.init_ms = message["ms"]
+        if "error" in message:
+            self.kill()
+            raise FunctionError(message["error"])
+        self.initialized = True
+
+    def invoke(self, event: Any, request_id: str, function_arn: str) -> Any:
+        spec = self.spec
+        started = time.monotonic()
+        self.log(spec.name, f"START RequestId: {request_id} Version: $LATEST")
+        self._send(
+            {
+                "requestId": request_id,
+                "event": event,
+                "functionArn": function_arn,
+                "deadlineMs": int(time.time() * 1000 + spec.timeout_seconds * 1000),
+                "traceId": _trace_header(),
+            }
+        )
+        try:
+            reply = self._receive(
+                started + spec.timeout_seconds,
+                f"Task timed out after {spec.timeout_seconds:.2f} seconds",
+                request_id,
+            )
+        finally:
+            duration = (time.monotonic() - started) * 1000
+            init = f"\tInit Duration: {self.init_ms:.2f} ms" if self.init_ms is not None else ""
+            self.init_ms = None
+            self.log(spec.name, f"END RequestId: {request_id}")
+            self.log(
+                spec.name,
+                f"REPORT RequestId: {request_id}\tDuration: {duration:.2f} ms\tMemory Size: {spec.memory_mb} MB"
+                f"\tMax Memory Used: {self.max_rss_mb()} MB{init}",
+            )
+        if "error" in reply:
+            raise FunctionError(reply["error"])
+        return reply["result"]
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def rss_mb(self) -> float:
+        try:
+            with open(f"/proc/{self.process.pid}/statm") as statm:
+                return int(statm.read().split()[1]) * _PAGE / 2**20
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def max_rss_mb(self) -> int:
+        with contextlib.suppress(OSError, ValueError, StopIteration), open(f"/proc/{self.process.pid}/status") as st:
+            line = next(s for s in st if s.startswith("VmHWM:"))
+            return int(line.split()[1]) // 1024
+        return 0
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        self.process.wait()
+        self.close()
+
+    def close(self) -> None:
+        for fd in (self._to_worker, self._from_worker):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class FunctionPool:
+    """The execution environments of one function: warm workers are reused, more start up to `limit`."""
+
+    def __init__(self, spec: FunctionSpec, limit: int, start_worker: Callable[[FunctionSpec], Worker]) -> None:
+        self.spec = spec
+        self.limit = limit
+        self._start_worker = start_worker
+        self._idle: list[Worker] = []
+        self._count = 0  # idle + busy + starting
+        self._freed = threading.Condition()
+        self.cold_starts = 0
+
+    def invoke(self, event: Any, wait: bool) -> Any:
+        worker = self._acquire(wait)
+        request_id = str(uuid.uuid4())
+        try:
+            if not worker.initialized:
+                worker.initialize()
+            return worker.invoke(event, request_id, self.spec.arn)
+        except FunctionError as exc:
+            exc.payload["requestId"] = exc.payload.get("requestId") or request_id
+            raise
+        finally:
+            self._release(worker)
+
+    def _acquire(self, wait: bool) -> Worker:
+        with self._freed:
+            while not self._idle and self._count >= self.limit:
+                if not wait:
+                    raise Throttled(f"Rate Exceeded. {self.spec.name} is at its concurrency limit of {self.limit}")
+                self._freed.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._count += 1
+            self.cold_starts += 1
+        try:
+            return self._start_worker(self.spec)
+        except BaseException:
+            with self._freed:
+                self._count -= 1
+                self._freed.notify()
+            raise
+
+    def _release(self, worker: Worker) -> None:
+        with self._freed:
+            if worker.alive:
+                self._idle.append(worker)
+            else:
+                self._count -= 1
+            self._freed.notify()
+
+    def stop(self) -> None:
+        with self._freed:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+class LambdaRuntime:
+    """Dispatches invocations of the deployed functions to worker processes running their built artifacts."""
+
+    def __init__(self, root: Path, region: str, retry_delay_seconds: float = 1.0, log: LogSink | None = None) -> None:
         self.root = root
         self.region = region
         self.retry_delay_seconds = retry_delay_seconds
+        self.log: LogSink = log or (lambda name, line: LOG.info("[%s] %s", name, line))
+        self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
+        self.python = runtime_python()
+        self.account_concurrency = ACCOUNT_CONCURRENCY
+        self.reserved_concurrency: dict[str, int] = {}  # function name -> ReservedConcurrentExecutions
         self.async_configs: dict[str, AsyncConfig] = {}
         self.send_to_destination: Callable[[str, dict[str, Any]], None] = lambda arn, record: None
-        self._handlers: dict[str, Callable[[Any, Any], Any]] = {}
-        self._import_lock = threading.Lock()
+        self._pools: dict[str, FunctionPool] = {}
+        self._pools_lock = threading.Lock()
         self._pending: set[threading.Thread] = set()
 
     # --- wiring into moto -------------------------------------------------------------------------------------
@@ -157,32 +396,26 @@ class LambdaRuntime:
             except FunctionError as exc:
                 response_headers["x-amz-function-error"] = "Unhandled"
                 return json.dumps(exc.payload).encode()
+            except Throttled as exc:
+                raise TooManyRequestsException(str(exc)) from exc
             return json.dumps(result).encode()
 
         LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
 
     # --- invocation ---------------------------------------------------------------------------------------------
     def function(self, name_or_arn: str) -> LambdaFunction:
-        backend: LambdaBackend = lambda_simple_backends["123456789012"][self.region]
+        backend: LambdaBackend = lambda_simple_backends[ACCOUNT_ID][self.region]
         return backend.get_function(name_or_arn)
 
-    def invoke(self, name_or_arn: str, event: Any) -> Any:
-        """Invoke synchronously; raise FunctionError with Lambda's error payload if the handler raises."""
-        fn = self.function(name_or_arn)
-        handler = self._handler(fn)
-        context = LambdaContext(fn.function_name, fn.function_arn, int(fn.memory_size), int(fn.timeout))
-        with function_environment(self._variables(fn)):
-            try:
-                return handler(event, context)
-            except Exception as exc:
-                LOG.info("%s raised %s: %s", fn.function_name, type(exc).__name__, exc)
-                raise FunctionError(
-                    {
-                        "errorMessage": str(exc),
-                        "errorType": type(exc).__name__,
-                        "stackTrace": traceback.format_tb(exc.__traceback__),
-                    }
-                ) from exc
+    def invoke(self, name_or_arn: str, event: Any, wait: bool = False) -> Any:
+        """Invoke synchronously; raise FunctionError with Lambda's error payload if the invocation failed, Throttled
+        if the function is at its concurrency limit (unless `wait`, which waits for a free worker instead)."""
+        pool = self._pool(self.function(name_or_arn))
+        try:
+            return pool.invoke(json.loads(json.dumps(event)), wait)
+        except FunctionError as exc:
+            LOG.info("%s failed: %s", pool.spec.name, exc)
+            raise
 
     def invoke_async(self, name_or_arn: str, event: Any) -> None:
         """Queue an asynchronous invocation: Lambda's retries, then the on-failure destination."""
@@ -197,7 +430,7 @@ class LambdaRuntime:
             attempts = config.maximum_retry_attempts + 1
             for attempt in range(1, attempts + 1):
                 try:
-                    self.invoke(fn.function_arn, event)
+                    self.invoke(fn.function_arn, event, wait=True)  # throttled events wait in Lambda's queue
                     return
                 except FunctionError as exc:
                     error = exc.payload
@@ -206,6 +439,8 @@ class LambdaRuntime:
             LOG.warning("%s failed %d times; on-failure destination %s", fn.function_name, attempts, config.on_failure)
             if config.on_failure:
                 self.send_to_destination(config.on_failure, _failure_record(fn, event, error, attempts))
+        except Exception:
+            LOG.exception("asynchronous invocation of %s could not run", name_or_arn)
         finally:
             self._pending.discard(threading.current_thread())
 
@@ -219,55 +454,46 @@ class LambdaRuntime:
                     continue
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
-    # --- loading ------------------------------------------------------------------------------------------------
-    def _variables(self, fn: LambdaFunction) -> dict[str, str]:
-        reserved = {
-            "AWS_LAMBDA_FUNCTION_NAME": fn.function_name,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(fn.memory_size),
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{fn.function_name}",
-            "AWS_REGION": self.region,
-            "AWS_DEFAULT_REGION": self.region,
-            "AWS_EXECUTION_ENV": f"AWS_Lambda_{fn.run_time}",
-            "LAMBDA_TASK_ROOT": str(self._code_dir(fn)),
-            "_HANDLER": fn.handler or "",
-            # As `sam local` does: tells Powertools there is no X-Ray daemon to send traces to.
-            "AWS_SAM_LOCAL": "true",
-        }
-        return {**reserved, **{k: str(v) for k, v in (fn.environment_vars or {}).items()}}
+    def stop(self) -> None:
+        """End every worker (idle ones now; busy ones as their invocation returns)."""
+        with self._pools_lock:
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.stop()
 
-    def _code_dir(self, fn: LambdaFunction) -> Path:
-        return (self.root / fn.code["S3Key"]).resolve()
+    def cold_starts(self, function_name: str) -> int:
+        pool = self._pools.get(function_name)
+        return pool.cold_starts if pool else 0
 
-    def _handler(self, fn: LambdaFunction) -> Callable[[Any, Any], Any]:
-        cached = self._handlers.get(fn.function_arn)
-        if cached is not None:
-            return cached
-        with self._import_lock:
-            if fn.function_arn not in self._handlers:
-                self._handlers[fn.function_arn] = self._import_handler(fn)
-        return self._handlers[fn.function_arn]
+    # --- workers ------------------------------------------------------------------------------------------------
+    def _pool(self, fn: LambdaFunction) -> FunctionPool:
+        with self._pools_lock:
+            pool = self._pools.get(fn.function_name)
+            if pool is None:
+                spec = FunctionSpec.of(fn, (self.root / fn.code["S3Key"]).resolve())
+                limit = self.reserved_concurrency.get(fn.function_name, self.account_concurrency)
+                pool = self._pools[fn.function_name] = FunctionPool(spec, limit, self._start_worker)
+            return pool
 
-    def _import_handler(self, fn: LambdaFunction) -> Callable[[Any, Any], Any]:
-        """Import `module.function` from the function's code with its environment set, in a fresh copy of the
-        code's modules, as a cold start in its own process would."""
-        code_dir = self._code_dir(fn)
-        module_name, _, attribute = (fn.handler or "").rpartition(".")
-        # The code's top-level packages (e.g. `handlers`) may also exist in another function's code: this code
-        # directory goes first on sys.path and every module of those names is unloaded, wherever it came from.
-        if str(code_dir) in sys.path:
-            sys.path.remove(str(code_dir))
-        sys.path.insert(0, str(code_dir))
-        packages = {p.stem for p in code_dir.iterdir() if p.suffix == ".py" or (p / "__init__.py").exists()}
-        for name in [n for n in list(sys.modules) if n.split(".")[0] in packages]:
-            del sys.modules[name]
-        importlib.invalidate_caches()
-        with function_environment(self._variables(fn)):
-            module = importlib.import_module(module_name)
-        handler = getattr(module, attribute, None)
-        if not callable(handler):
-            raise RuntimeError(f"{fn.function_name}: Handler {fn.handler} not found in {code_dir}")
-        return handler  # type: ignore[no-any-return]
+    def _start_worker(self, spec: FunctionSpec) -> Worker:
+        if not self.endpoint:
+            raise RuntimeError("the offline cloud's endpoint is not set")
+        return Worker(spec, self.python, self.endpoint, self.region, self.log)
+
+
+def _runtime_error(request_id: str, error_type: str, detail: str) -> dict[str, Any]:
+    """An error the runtime (not the handler) reports, in Lambda's words."""
+    when = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if error_type == "Sandbox.Timedout":
+        message = f"{when} {request_id} {detail}"
+    else:
+        message = f"RequestId: {request_id} Error: Runtime exited with error: {detail}"
+    return {"errorMessage": message, "errorType": error_type, "requestId": request_id, "stackTrace": []}
+
+
+def _trace_header() -> str:
+    """A new X-Ray trace header, not sampled (nothing is sent to a daemon offline)."""
+    return f"Root=1-{int(time.time()):08x}-{secrets.token_hex(12)};Parent={secrets.token_hex(8)};Sampled=0"
 
 
 def _header(headers: Any, name: str) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from moto.awslambda.models import EventSourceMapping, LambdaBackend
 
-from localcloud.lambdas import FunctionError, LambdaRuntime
+from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
 
 LOG = logging.getLogger("localcloud.pollers")
 
@@ -126,7 +126,7 @@ class SqsPoller:
         event = {"Records": [sqs_record(m, esm.event_source_arn, self.region) for m in messages]}
         try:
             result = self.runtime.invoke(esm.function_arn, event)
-        except FunctionError:
+        except (FunctionError, Throttled):
             return  # every message becomes visible again after the visibility timeout
         failed: set[str] = set()
         if "ReportBatchItemFailures" in (esm.function_response_types or []) and isinstance(result, dict):

@@ -17,8 +17,9 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any, ClassVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import boto3
 import botocore.handlers
@@ -108,36 +109,97 @@ class Simulator:
 _active: dict[str, tuple[Simulator, ServiceModel]] = {}  # by botocore service id, hyphenized
 
 
-def _params(request: AWSPreparedRequest, operation: OperationModel) -> dict[str, Any]:
-    """The call's parameters: the JSON body, plus URI labels for rest-json services."""
-    params: dict[str, Any] = json.loads(request.body) if request.body else {}
+def _params(body: bytes | str | None, url: str, operation: OperationModel) -> dict[str, Any]:
+    """The call's parameters: the JSON body, plus URI labels and query-string members for rest-json services."""
+    params: dict[str, Any] = json.loads(body) if body else {}
+    parts = urlsplit(url)
     template = operation.http.get("requestUri", "/").split("?")[0]
     pattern = re.sub(r"\\{(\w+)(?:\\\+)?\\}", r"(?P<\1>[^?]+)", re.escape(template))
-    match = re.fullmatch(pattern, urlsplit(request.url).path)
-    if match and operation.input_shape is not None:
+    match = re.fullmatch(pattern, parts.path)
+    query = parse_qs(parts.query)
+    if operation.input_shape is not None:
         for member, shape in operation.input_shape.members.items():
-            label = shape.serialization.get("name", member)
-            if shape.serialization.get("location") == "uri" and label in match.groupdict():
+            label, location = shape.serialization.get("name", member), shape.serialization.get("location")
+            if location == "uri" and match and label in match.groupdict():
                 params[member] = unquote(match.group(label))
+            elif location == "querystring" and label in query:
+                values = query[label]
+                params[member] = values if shape.type_name == "list" else _scalar(values[0], shape.type_name)
     return params
 
 
-def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:
-    parts = [*event_name.split("."), "", ""]
-    service_id, operation_name = parts[1], parts[2]
-    if service_id not in _active:
-        return None
-    simulator, model = _active[service_id]
-    operation = model.operation_model(operation_name)
+def _scalar(value: str, type_name: str) -> Any:
+    if type_name in ("integer", "long"):
+        return int(value)
+    if type_name == "boolean":
+        return value == "true"
+    return value
+
+
+def _answer(
+    simulator: Simulator, operation: OperationModel, params: dict[str, Any]
+) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers and body of the simulator's answer to one call, in the service's JSON protocols."""
     try:
-        status, payload = 200, simulator.handle(operation, _params(request, operation))
+        status, payload = 200, simulator.handle(operation, params)
     except ServiceError as exc:
         status, payload = exc.status, {"__type": exc.code, "message": exc.message}
         LOG.info("%s.%s -> %s", simulator.service, operation.name, exc.code)
     headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
     if status >= 300:
         headers["x-amzn-ErrorType"] = str(payload["__type"])
-    return AWSResponse(request.url, status, headers, _Raw(json.dumps(payload, default=str).encode()))
+    return status, headers, json.dumps(payload, default=str).encode()
+
+
+def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:
+    """In-process clients: botocore hands the prepared request to the simulator before sending it."""
+    parts = [*event_name.split("."), "", ""]
+    service_id, operation_name = parts[1], parts[2]
+    if service_id not in _active:
+        return None
+    simulator, model = _active[service_id]
+    operation = model.operation_model(operation_name)
+    status, headers, body = _answer(simulator, operation, _params(request.body, request.url, operation))
+    return AWSResponse(request.url, status, headers, _Raw(body))
+
+
+def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
+    """HTTP clients (the functions' workers, the AWS CLI): a request signed for a simulated service is answered by its
+    simulator, every other request by `app` (moto's server). The service is the one in the SigV4 credential scope."""
+
+    def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        found = _operation_of(environ)
+        if found is None:
+            return app(environ, start_response)
+        simulator, operation = found
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        url = environ.get("PATH_INFO", "/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
+        status, headers, payload = _answer(simulator, operation, _params(body, url, operation))
+        start_response(f"{status} {HTTPStatus(status).phrase}", list(headers.items()))
+        return [payload]
+
+    return serve
+
+
+def _operation_of(environ: dict[str, Any]) -> tuple[Simulator, OperationModel] | None:
+    scope = re.search(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request", environ.get("HTTP_AUTHORIZATION", ""))
+    if scope is None:
+        return None
+    for simulator, model in list(_active.values()):
+        if model.signing_name != scope.group(1):
+            continue
+        target = environ.get("HTTP_X_AMZ_TARGET")
+        if target:
+            return simulator, model.operation_model(target.rpartition(".")[2])
+        path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
+        for name in model.operation_names:
+            operation = model.operation_model(name)
+            template = operation.http.get("requestUri", "/").split("?")[0]
+            pattern = re.sub(r"\\{\w+(?:\\\+)?\\}", "[^/?]+", re.escape(template))
+            if operation.http.get("method") == method and re.fullmatch(pattern, path):
+                return simulator, operation
+    return None
 
 
 class _Raw:

@@ -96,6 +96,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from localcloud.httpapi import Credential, verify_sigv4
+from localcloud.lambdas import EXECUTION_ROLE
 from localcloud.simulators import ServiceError, Simulator
 
 LOG = logging.getLogger("localcloud.simulators.healthlake")
@@ -533,7 +534,7 @@ class HealthLakeSimulator(Simulator):
         if not request.headers.get("authorization"):
             return "Missing Authentication Token"
         # The process's own credentials are resolved per request: the offline cloud may set them after construction.
-        known = {**{c.access_key_id: c for c in _resolved_credentials()}, **self.credentials}
+        known = {c.access_key_id: c for c in [*_resolved_credentials(), EXECUTION_ROLE, *self.credentials.values()]}
         verdict = verify_sigv4(
             request.method,
             request.path,

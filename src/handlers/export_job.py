@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.export import begin_export, check_export
-from shared.observability import logger, metrics, token_ref
+from shared.observability import logger, metrics, token_ref, tracer
 from shared.settings import export_settings
 
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -53,5 +53,6 @@ def record_handler(record: SQSRecord) -> None:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

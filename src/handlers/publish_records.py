@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from shared.export import publish_records
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.settings import export_settings
 
 
@@ -18,6 +18,7 @@ class ExportedFile(BaseModel):
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     item = ExportedFile.model_validate(event)
     settings = export_settings()

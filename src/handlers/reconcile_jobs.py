@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.callback import callbacks
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.reconcile import Reconciler
 from shared.settings import callback_settings
 
@@ -18,5 +18,6 @@ def reconciler() -> Reconciler:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     return reconciler().run()

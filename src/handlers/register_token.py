@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.callback import callbacks
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 
 
 class Registration(BaseModel):
@@ -21,6 +21,7 @@ class Registration(BaseModel):
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
     result = callbacks().register(

@@ -7,12 +7,13 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.export import RunLock
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.settings import export_settings
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
     execution_arn = event.detail["executionArn"]

@@ -6,11 +6,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.adapters import outcome_of
 from shared.callback import callbacks
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     outcome = outcome_of(event)
     if outcome is None:

@@ -5,7 +5,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.pii import tag_documents
 
 
@@ -21,6 +21,7 @@ class TagRequest(BaseModel):
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     request = TagRequest.model_validate(event)
     tagged = tag_documents(

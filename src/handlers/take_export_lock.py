@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.export import RunLock
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.settings import export_settings
 
 
@@ -19,6 +19,7 @@ class TakeLock(BaseModel):
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = TakeLock.model_validate(event)
     lock = RunLock(export_settings().table_name).take(request.execution_arn, request.trigger_time)

@@ -25,7 +25,7 @@ from shared.exceptions import (
     TaskNotFoundError,
     UnknownTaskTypeError,
 )
-from shared.observability import logger, metrics
+from shared.observability import logger, metrics, tracer
 from shared.settings import task_api_settings
 from shared.statuslog import TERMINAL
 from shared.task_types import TaskRequest, task_type_names
@@ -291,5 +291,6 @@ def forbidden(exc: PermissionError) -> Response[dict[str, Any]]:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)

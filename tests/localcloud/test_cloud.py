@@ -209,7 +209,7 @@ def test_invoke_applies_each_functions_own_environment_and_context(cloud: LocalC
     context = echo["Payload"]
     assert context["function"] == name
     assert context["function_arn"] == f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}"
-    assert context["memory_mb"] == 128
+    assert int(context["memory_mb"]) == 128  # the runtime passes AWS_LAMBDA_FUNCTION_MEMORY_SIZE as it is
     assert 0 < context["remaining_ms"] <= 10_000  # Timeout: 10 from Globals
     assert uuid.UUID(context["request_id"]) != uuid.UUID(other["Payload"]["request_id"])
     # And the test process's own environment is untouched

@@ -1,0 +1,122 @@
+"""The Lambda Python runtime's part of a worker process: init once, then one invocation at a time.
+
+This file runs in the worker's own interpreter (python3.13 with boto3, as Lambda's runtime) with the function's
+`sam build` artifact first on sys.path (LAMBDA_TASK_ROOT, as /var/task is on AWS). It may import the standard
+library only: nothing of the offline cloud, moto or the developer's .venv is importable there, so a module missing
+from the package fails here as it fails on AWS.
+
+Protocol with localcloud.lambdas, one JSON document per line on the two file descriptors given as arguments:
+    worker -> parent  {"init": {"ms": ...}} or {"init": {"ms": ..., "error": {...}}}  (then the worker exits)
+    parent -> worker  {"requestId", "event", "deadlineMs", "traceId", "functionArn"}
+    worker -> parent  {"result": ...} or {"error": {"errorMessage", "errorType", "requestId", "stackTrace"}}
+stdout and stderr are the function's log stream: the parent tags each line with the function and request.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+
+class LambdaContext:
+    """The context object of the Python runtime (awslambdaric): the same attributes and method."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        self.aws_request_id: str = request["requestId"]
+        self.invoked_function_arn: str = request["functionArn"]
+        self.function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
+        self.function_version = os.environ["AWS_LAMBDA_FUNCTION_VERSION"]
+        self.memory_limit_in_mb = os.environ["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]
+        self.log_group_name = os.environ["AWS_LAMBDA_LOG_GROUP_NAME"]
+        self.log_stream_name = os.environ["AWS_LAMBDA_LOG_STREAM_NAME"]
+        self.identity = None
+        self.client_context = None
+        self._deadline_ms: int = request["deadlineMs"]
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, self._deadline_ms - int(time.time() * 1000))
+
+
+def _error(exc: BaseException, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
+    return {
+        "errorMessage": str(exc) if message is None else message,
+        "errorType": error_type or type(exc).__name__,
+        "requestId": "",
+        "stackTrace": traceback.format_tb(exc.__traceback__),
+    }
+
+
+def _load(handler_name: str) -> Any:
+    """Import the handler as the runtime does, with the runtime's error types for what can go wrong."""
+    module_name, _, attribute = handler_name.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _InitError(
+            _error(exc, "Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}")
+        ) from exc
+    except SyntaxError as exc:
+        raise _InitError(
+            _error(exc, "Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}")
+        ) from exc
+    handler = getattr(module, attribute, None)
+    if not callable(handler):
+        message = f"Handler '{attribute}' missing on module '{module_name}'"
+        raise _InitError({"errorMessage": message, "errorType": "Runtime.HandlerNotFound", "stackTrace": []})
+    return handler
+
+
+class _InitError(Exception):
+    def __init__(self, payload: dict[str, Any]) -> None:
+        super().__init__(payload["errorMessage"])
+        self.payload = payload
+
+
+def main() -> int:
+    requests = os.fdopen(int(sys.argv[1]), "r", encoding="utf-8")
+    replies = os.fdopen(int(sys.argv[2]), "w", encoding="utf-8")
+
+    def reply(message: dict[str, Any]) -> None:
+        replies.write(json.dumps(message, separators=(",", ":")) + "\n")
+        replies.flush()
+
+    sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])
+    started = time.monotonic()
+    try:
+        handler = _load(os.environ["_HANDLER"])
+    except _InitError as exc:
+        reply({"init": {"ms": (time.monotonic() - started) * 1000, "error": exc.payload}})
+        return 1
+    except Exception as exc:  # noqa: BLE001 - an exception raised by the module's own code at import is reported
+        reply({"init": {"ms": (time.monotonic() - started) * 1000, "error": _error(exc)}})
+        return 1
+    reply({"init": {"ms": (time.monotonic() - started) * 1000}})
+
+    for line in requests:
+        request = json.loads(line)
+        os.environ["_X_AMZN_TRACE_ID"] = request["traceId"]
+        try:
+            result = handler(request["event"], LambdaContext(request))
+        except Exception as exc:  # noqa: BLE001 - the handler's exception is the invocation's result
+            payload = {**_error(exc), "requestId": request["requestId"]}
+            print(f"[ERROR] {payload['errorType']}: {exc}", file=sys.stderr, flush=True)
+            reply({"error": payload})
+            continue
+        except BaseException as exc:  # noqa: BLE001 - SystemExit and friends end the runtime process, as on AWS
+            print(f"[ERROR] Runtime exited: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+            return 1
+        try:
+            reply({"result": result})
+        except (TypeError, ValueError) as exc:
+            message = f"Unable to marshal response: {exc}"
+            reply({"error": {**_error(exc, "Runtime.MarshalError", message), "requestId": request["requestId"]}})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
