@@ -266,6 +266,9 @@ class Worker:
                 f"REPORT RequestId: {request_id}\tDuration: {duration:.2f} ms\tMemory Size: {spec.memory_mb} MB"
                 f"\tMax Memory Used: {self.max_rss_mb()} MB{init}",
             )
+        if self.max_rss_mb() > spec.memory_mb:  # the peak passed the limit between two samples: Lambda kills there
+            self.kill()
+            raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
         if "error" in reply:
             raise FunctionError(reply["error"])
         return reply["result"]
@@ -323,6 +326,11 @@ class FunctionPool:
             raise
         finally:
             self._release(worker)
+
+    @property
+    def in_flight(self) -> int:
+        with self._freed:
+            return self._count - len(self._idle)
 
     def _acquire(self, wait: bool) -> Worker:
         with self._freed:
@@ -462,8 +470,14 @@ class LambdaRuntime:
             pool.stop()
 
     def cold_starts(self, function_name: str) -> int:
+        """How many execution environments of the function were started."""
         pool = self._pools.get(function_name)
         return pool.cold_starts if pool else 0
+
+    def in_flight(self, function_name: str) -> int:
+        """How many invocations of the function are running (or starting) now."""
+        pool = self._pools.get(function_name)
+        return pool.in_flight if pool else 0
 
     # --- workers ------------------------------------------------------------------------------------------------
     def _pool(self, fn: LambdaFunction) -> FunctionPool:
