@@ -1,13 +1,17 @@
-"""`python -m localcloud serve` (make local) and `python -m localcloud demo` (make demo)."""
+"""`python -m localcloud serve` (make local), `demo` (make demo) and `invoke` (make invoke: `sam local invoke`
+without Docker)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import sys
 import threading
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.simulators import Simulator
@@ -73,21 +77,55 @@ def demo(config: CloudConfig) -> int:
         return run_all(cloud)
 
 
+def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
+    """`sam local invoke` without Docker: the function's built artifact, in a worker, against the offline cloud.
+    The response goes to stdout, the function's logs to stderr; a function error exits 1."""
+    config, simulated = _simulated_services(config)
+    with LocalCloud(config) as cloud:
+        for simulator in simulated:
+            cloud.add_simulator(simulator)
+        response, failed = cloud.invoke_function(logical_id, event)
+    print(json.dumps(response))
+    return 1 if failed else 0
+
+
+def _parameter_overrides(text: str) -> dict[str, str]:
+    """`Key=Value Key2=Value2` or SAM's `ParameterKey=Key,ParameterValue=Value ...`."""
+    overrides = {}
+    for item in text.split():
+        if item.startswith("ParameterKey="):
+            key, _, value = item.removeprefix("ParameterKey=").partition(",ParameterValue=")
+        else:
+            key, _, value = item.partition("=")
+        overrides[key] = value
+    return overrides
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m localcloud", description=__doc__)
-    parser.add_argument("command", choices=["serve", "demo"])
-    parser.add_argument("--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
-    parser.add_argument("--speedup", type=float, help="clock speed-up for schedules and simulated jobs")
     parser.add_argument("--verbose", action="store_true")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, description in (("serve", "the offline cloud until Ctrl-C"), ("demo", "every workflow end to end")):
+        command = commands.add_parser(name, help=description)
+        command.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
+        command.add_argument("--speedup", type=float, help="clock speed-up for schedules and simulated jobs")
+    invoker = commands.add_parser("invoke", help="invoke one function's built artifact, as `sam local invoke`")
+    invoker.add_argument("function_identifier", help="the function's logical ID in the template")
+    invoker.add_argument("-e", "--event", help="JSON file with the event ('-' for stdin; default: {})")
+    invoker.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
+    invoker.add_argument("--parameter-overrides", default="", help="Key=Value ... (as `sam local invoke`)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     if args.template:
-        from pathlib import Path
-
         overrides["template"] = Path(args.template)
-    if args.speedup:
+    if getattr(args, "speedup", None):
         overrides["speedup"] = args.speedup
+    if args.command == "invoke":
+        overrides.update(aws_port=0, http_port=0, echo_function_logs=True)
+        overrides["parameters"] = _parameter_overrides(args.parameter_overrides)
+        source = sys.stdin.read() if args.event == "-" else Path(args.event).read_text() if args.event else "{}"
+        return invoke(CloudConfig.from_env(**overrides), args.function_identifier, json.loads(source))
     if args.command == "demo":
         # The demo runs beside a `make local` that may hold the default ports.
         overrides.setdefault("aws_port", 0)

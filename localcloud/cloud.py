@@ -33,7 +33,7 @@ from localcloud import events, logs, pollers, sfn, simulators
 from localcloud.build import build_dir, ensure_built
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
-from localcloud.lambdas import AsyncConfig, LambdaRuntime
+from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 
 LOG = logging.getLogger("localcloud")
 
@@ -185,6 +185,19 @@ class LocalCloud:
     def client(self, service: str) -> Any:
         """A boto3 client on the offline cloud (in-process, like the handlers' own clients)."""
         return boto3.client(service, region_name=self.config.region)  # type: ignore[call-overload]
+
+    def invoke_function(self, logical_id: str, event: Any) -> tuple[Any, bool]:
+        """Invoke a function of the stack by its logical ID and wait for it (as `sam local invoke`): its response,
+        or Lambda's error payload and True if the invocation failed."""
+        functions = {r.logical_id: r.physical_id for r in self.stack.of_type("AWS::Lambda::Function")}
+        if logical_id not in functions:
+            raise KeyError(
+                f"{logical_id} is not a function of the stack; its functions: {', '.join(sorted(functions))}"
+            )
+        try:
+            return self.runtime.invoke(functions[logical_id], event, wait=True), False
+        except FunctionError as exc:
+            return exc.payload, True
 
     def add_simulator(self, simulator: simulators.Simulator) -> None:
         simulators.register(simulator)
