@@ -95,3 +95,10 @@ def test_the_invoke_command_exits_non_zero_when_the_function_fails(tmp_path: Pat
     # Then Lambda's error payload is printed and the exit code says it failed
     assert done.returncode == 1
     assert json.loads(done.stdout)["errorType"] == "ValidationError"
+
+
+def test_every_function_has_a_sample(cloud: LocalCloud) -> None:
+    # Given the functions of the stack (the export deployed too)
+    modules = {r.properties["Handler"].split(".")[1] for r in cloud.stack.of_type("AWS::Lambda::Function")}
+    # Then each has at least one sample in events/, so the replay above covers every package
+    assert modules == {sample.name.split(".")[0] for sample in SAMPLES}

@@ -1,0 +1,30 @@
+"""template.yaml deploys offline with its default parameters, as `sam deploy` would: HealthLakeDatastoreId empty
+leaves the export workflow's conditional resources (functions, their rules and permissions) out of the stack. (The
+workflow tests deploy it with a data store, i.e. with the export.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from localcloud.cloud import CloudConfig, LocalCloud
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
+
+
+def test_the_default_template_deploys_without_the_export_workflow() -> None:
+    # Given the project's template with every parameter at its default (no HealthLake data store)
+    config = CloudConfig(template=TEMPLATE, stack_name="defaults", aws_port=0, http_port=0)
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        functions = {r.logical_id for r in cloud.stack.of_type("AWS::Lambda::Function")}
+        rules = {r.logical_id for r in cloud.stack.of_type("AWS::Events::Rule")}
+        outputs = cloud.stack.outputs
+        # Then the callback and API parts are there and the export's conditional resources are not
+        assert {"RegisterTokenFunction", "ResumeJobFunction", "TaskApiFunction"} <= functions
+        assert not {"TakeExportLockFunction", "ReleaseExportLockFunction", "ExportJobFunction"} & functions
+        assert not any(rule.startswith("ReleaseExportLockFunction") for rule in rules)
+        assert "DocumentsWorkflowArn" in outputs and "ExportWorkflowArn" not in outputs
+        # And its functions run from their packages
+        assert cloud.invoke_function("RegisterTokenFunction", {"service": "translate"})[0]["errorType"] == (
+            "ValidationError"
+        )
