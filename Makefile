@@ -49,7 +49,7 @@ build: $(SAM_VENV)/.installed
 # The packages prove themselves: every function's sam build artifact imports its handler on the clean Lambda runtime
 # interpreter (python3.13 + boto3) and runs its sample events against the offline cloud.
 smoke: install
-	$(PY) -m pytest -q -p no:logging tests/workflows/test_events_replay.py
+	$(PY) -m pytest -q tests/workflows/test_events_replay.py
 
 # `sam local invoke` without Docker: make invoke FUNCTION=RegisterTokenFunction EVENT=events/register_token.register.json
 invoke: install
