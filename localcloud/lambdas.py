@@ -312,6 +312,7 @@ class FunctionPool:
         self._idle: list[Worker] = []
         self._count = 0  # idle + busy + starting
         self._freed = threading.Condition()
+        self._stopped = False
         self.cold_starts = 0
 
     def invoke(self, event: Any, wait: bool) -> Any:
@@ -352,14 +353,19 @@ class FunctionPool:
 
     def _release(self, worker: Worker) -> None:
         with self._freed:
-            if worker.alive:
+            keep = worker.alive and not self._stopped
+            if keep:
                 self._idle.append(worker)
             else:
                 self._count -= 1
             self._freed.notify()
+        if not keep:
+            worker.kill()
 
     def stop(self) -> None:
+        """End the idle workers now and each busy one when its invocation returns."""
         with self._freed:
+            self._stopped = True
             idle, self._idle = self._idle, []
         for worker in idle:
             worker.kill()

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,9 @@ from botocore.exceptions import ClientError
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import wait_for_execution
 from localcloud.lambdas import FunctionError
+from localcloud.simulators import Simulator
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
 from tests.localcloud.simulated import wait_for
 
 FIXTURE = Path(__file__).parent / "fixtures" / "runtime" / "template.yaml"
@@ -152,3 +158,41 @@ def test_the_runtime_error_reaches_the_caller_in_process(cloud: LocalCloud) -> N
         cloud.runtime.invoke(function_name(cloud, "UnpackagedFunction"), {})
     # Then the error carries Lambda's payload
     assert failed.value.payload["errorType"] == "Runtime.ImportModuleError"
+
+
+@pytest.mark.parametrize(
+    "simulator,command,key",
+    [
+        (TranslateSimulator, ["translate", "list-text-translation-jobs"], "TextTranslationJobPropertiesList"),
+        (MacieSimulator, ["macie2", "list-findings"], "findingIds"),
+    ],
+)
+def test_simulated_services_answer_the_aws_cli_on_the_endpoint(
+    cloud: LocalCloud, simulator: type[Simulator], command: list[str], key: str
+) -> None:
+    # Given a simulated service of the offline cloud
+    cloud.add_simulator(simulator(cloud.config.region))
+    # When the stock AWS CLI calls it on the offline cloud's endpoint (what a function's worker does too)
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("aws")),
+            "--endpoint-url",
+            cloud.aws_endpoint,
+            "--output",
+            "json",
+            *command,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "any",
+            "AWS_SECRET_ACCESS_KEY": "any",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        },
+    )
+    # Then the simulator answers in the service's shape
+    assert done.returncode == 0, done.stderr
+    assert key in json.loads(done.stdout)
