@@ -34,6 +34,7 @@ def _banner(cloud: LocalCloud) -> str:
             f"secret {credential.secret_access_key}, service execute-api, region {cfg.region})"
         )
     lines.append(f"  clock speed-up {cfg.speedup:g}x")
+    lines.append(f"  logs           {cloud.function_log}   (function logs, and the offline cloud's own diagnostics)")
     lines.append("  stack outputs:")
     lines += [f"    {key} = {value}" for key, value in sorted(cloud.stack.outputs.items())]
     return "\n".join(lines)
@@ -53,35 +54,56 @@ def _simulated_services(config: CloudConfig) -> tuple[CloudConfig, list[Simulato
 
 
 def serve(config: CloudConfig) -> int:
+    """The offline cloud until Ctrl-C: function logs on stderr (prefixed with the function's name) and in the log
+    file, moto's and werkzeug's only in the file; sample documents seeded for the README's documents task."""
+    from localcloud.demo import DOCUMENTS, route_logs, seed_documents
+
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    config, simulated = _simulated_services(config)
-    with LocalCloud(config) as cloud:
+    config, simulated = _simulated_services(replace(config, echo_function_logs=True))
+    cloud = LocalCloud(config)
+    route_logs(cloud.function_log)
+    with cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
+        seeded = seed_documents(cloud)
         print(_banner(cloud), flush=True)
+        print(f"  sample documents {seeded}{{{','.join(DOCUMENTS)}}}   (the README's documents task)", flush=True)
         print("Ctrl-C to stop.", flush=True)
         stop.wait()
     return 0
 
 
 def demo(config: CloudConfig) -> int:
-    from localcloud.demo import run_all
+    """Every workflow end to end, showing only progress and a summary: the functions' logs, moto's, werkzeug's and
+    warnings go to a log file of the demo's own (emptied first, apart from a `make local`'s), whose path it prints."""
+    from localcloud.build import build_dir
+    from localcloud.demo import route_logs, run_all
 
-    config, simulated = _simulated_services(config)
+    log_file = config.function_log or build_dir(config.template).parent / "localcloud" / f"{config.stack_name}-demo.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.write_text("")
+    config, simulated = _simulated_services(replace(config, function_log=log_file))
+    route_logs(log_file)
     with LocalCloud(config) as cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
         print(_banner(cloud), flush=True)
-        return run_all(cloud)
+        code = run_all(cloud)
+    print(f"Logs: {log_file}")
+    return code
 
 
 def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     """`sam local invoke` without Docker: the function's built artifact, in a worker, against the offline cloud.
     The response goes to stdout, the function's logs to stderr; a function error exits 1."""
+    from localcloud.demo import route_logs
+
     config, simulated = _simulated_services(config)
-    with LocalCloud(config) as cloud:
+    cloud = LocalCloud(config)
+    route_logs(cloud.function_log)  # moto's warnings to the file; the function's own lines still echo on stderr
+    with cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
         response, failed = cloud.invoke_function(logical_id, event)

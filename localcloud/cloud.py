@@ -48,6 +48,12 @@ DEFAULT_CREDENTIAL = Credential(
 )
 
 
+# An API Gateway URL as a template's Outputs build it with !Sub (https://${Api}.execute-api.${AWS::Region}...).
+EXECUTE_API_URL = re.compile(
+    r"https://(?:\$\{(?P<logical_id>[\w-]+)\}|(?P<api_id>[\w-]+))\.execute-api\.[^/]+(?P<path>/.*)?"
+)
+
+
 @dataclass
 class CloudConfig:
     template: Path = Path("template.yaml")
@@ -150,6 +156,7 @@ class LocalCloud:
         if routes:
             self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port, cfg.region)
             self.http.start()
+            self.stack.outputs = self._local_outputs()
 
         self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, cfg.speedup)
         self._threads = [
@@ -246,6 +253,20 @@ class LocalCloud:
                 maximum_retry_attempts=int(props.get("MaximumRetryAttempts", 2)),
                 on_failure=props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"),
             )
+
+    def _local_outputs(self) -> dict[str, str]:
+        """The stack's outputs as the offline cloud answers them: an execute-api URL of an HTTP API it serves (which
+        moto's CloudFormation leaves as `https://${Api}.execute-api...`) becomes that API's local URL, same path."""
+        apis = self.stack.of_type("AWS::ApiGatewayV2::Api")
+        served = {api.logical_id for api in apis} | {api.physical_id for api in apis}
+
+        def local(value: str) -> str:
+            match = EXECUTE_API_URL.fullmatch(value)
+            if self.http is None or match is None or (match["logical_id"] or match["api_id"]) not in served:
+                return value
+            return self.http.url + (match["path"] or "")
+
+        return {key: local(value) for key, value in self.stack.outputs.items()}
 
     def _configure_concurrency(self) -> None:
         for resource in self.stack.of_type("AWS::Lambda::Function"):

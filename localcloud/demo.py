@@ -7,9 +7,11 @@ prints the states as the execution passes them, checks the result a user would c
 from __future__ import annotations
 
 import json
+import logging
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -51,13 +53,38 @@ DOCUMENTS = {
     "contact.txt": "Questions? Write to jane.doe@example.com or call 555-0100.",
     "notes.txt": "No polling was harmed.",
 }
+# Where `make local` puts DOCUMENTS, so that the README's documents task has something to translate.
+SAMPLE_PREFIX = "docs/in/"
+
+
+def seed_documents(cloud: LocalCloud, prefix: str = SAMPLE_PREFIX) -> str:
+    """Put the sample DOCUMENTS into the stack's document bucket under `prefix` (again: idempotent); return the
+    S3 URI of that prefix."""
+    bucket, s3 = cloud.stack.outputs["DocumentBucketName"], cloud.client("s3")
+    for name, text in DOCUMENTS.items():
+        s3.put_object(Bucket=bucket, Key=f"{prefix}{name}", Body=text.encode())
+    return f"s3://{bucket}/{prefix}"
+
+
+def route_logs(log_file: Path) -> None:
+    """Send Python logging to `log_file` too (where the functions' log lines go), and moto's internals, werkzeug and
+    Python warnings only there: moto's interpreter logs the errors it handles at ERROR, and its CloudFormation warns
+    about the resource types the offline cloud emulates itself. The offline cloud's own records (progress such as a
+    `sam build`, a function's exhausted async retries) still reach the console as well."""
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    to_file = logging.FileHandler(log_file, encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("[%(name)s] %(levelname)s %(message)s"))
+    logging.captureWarnings(True)
+    for name in ("moto", "werkzeug", "py.warnings"):
+        library = logging.getLogger(name)
+        library.addHandler(to_file)
+        library.propagate = False
+    logging.getLogger().addHandler(to_file)
 
 
 def _documents_run(cloud: LocalCloud, folder: str) -> dict[str, Any]:
     """Upload the demo documents under `folder`, run the documents workflow over them, return DescribeExecution."""
-    bucket = cloud.stack.outputs["DocumentBucketName"]
-    for name, text in DOCUMENTS.items():
-        cloud.client("s3").put_object(Bucket=bucket, Key=f"{folder}/input/{name}", Body=text.encode())
+    seed_documents(cloud, f"{folder}/input/")
     request = {
         "inputPrefix": f"{folder}/input/",
         "outputPrefix": f"{folder}/output/",
@@ -223,9 +250,7 @@ def api_flow(cloud: LocalCloud) -> str:
     cloud.add_simulator(MacieSimulator(region, delay_seconds=90, speedup=speedup))
     assert cloud.http is not None, "template.yaml declares no HTTP API"
     api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
-    bucket = cloud.stack.outputs["DocumentBucketName"]
-    for name, text in DOCUMENTS.items():
-        cloud.client("s3").put_object(Bucket=bucket, Key=f"demo-api/input/{name}", Body=text.encode())
+    seed_documents(cloud, "demo-api/input/")
     request = {
         "type": "documents",
         "input": {

@@ -18,6 +18,7 @@ import botocore.session
 from botocore import xform_name
 from botocore.model import ServiceModel
 from moto.core.responses import EmptyResult
+from moto.stepfunctions.parser.api import ExecutionStatus
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
@@ -166,6 +167,9 @@ def _terminated(self: BaseExecutionWorkerCommunication) -> None:
 
 
 def _execution_start(self: Execution) -> None:
+    # RUNNING before anything can see it: moto lists the execution before its start gives it a status, and
+    # ListExecutions/DescribeExecution in that window failed with an AttributeError (a 500).
+    self.exec_status = ExecutionStatus.RUNNING
     _announce(self, running=True)  # before the worker starts: a short execution may end at once
     _original_execution_start(self)
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.aws import account_id, client
 from shared.exceptions import UnknownJobEventError, UnknownServiceError
@@ -37,8 +39,13 @@ class Outcome:
         return f"{adapter(self.service).name}.{self.status}"
 
     @property
+    def message(self) -> str | None:
+        """The service's own reason for the outcome, if the event or the API answer carries one."""
+        return _reason(self.detail)
+
+    @property
     def cause(self) -> str:
-        message = next((self.detail[k] for k in MESSAGE_FIELDS if self.detail.get(k)), None)
+        message = self.message
         return f"{self.service} job {self.job_id} ended {self.status}" + (f": {message}" if message else "")
 
     def output(self) -> Detail:
@@ -63,6 +70,10 @@ class Outcome:
 MESSAGE_FIELDS = ("message", "Message", "errorMessage", "error_message", "description")
 
 
+def _reason(detail: Detail) -> str | None:
+    return next((str(detail[k]) for k in MESSAGE_FIELDS if detail.get(k)), None)
+
+
 @dataclass(frozen=True)
 class Adapter:
     service: str  # namespaces the job id in the token table, and what registrations pass as "service"
@@ -75,6 +86,7 @@ class Adapter:
     failures: frozenset[str]
     describe: Callable[[str], tuple[str, Detail]]  # job id -> (status, details) through the service's API
     confirm_success: bool = False  # the success event may hide errors: ask the API before reporting success
+    explain_failure: bool = False  # the failure event carries no reason: ask the API for the job's message
 
     def matches(self, event: Detail) -> bool:
         return event.get("source") == self.source and event.get("detail-type") in self.detail_types
@@ -86,7 +98,26 @@ class Adapter:
         outcome = self._outcome(self.job_id(detail), status, detail)
         if outcome is not None and outcome.succeeded and self.confirm_success:
             return self.current(outcome.job_id) or outcome  # not yet terminal through the API: trust the event
+        if outcome is not None and not outcome.succeeded and self.explain_failure and outcome.message is None:
+            return self._explained(outcome)
         return outcome
+
+    def _explained(self, outcome: Outcome) -> Outcome:
+        """The failure with the service's reason from its describe call (e.g. DescribeTextTranslationJob's Message),
+        so that the workflow's cause says why. Best effort: the failure itself is certain, so a describe that fails
+        (throttled, not permitted) leaves the cause without the reason instead of failing the delivery."""
+        try:
+            _, described = self.describe(outcome.job_id)
+        except (BotoCoreError, ClientError) as exc:
+            from shared.observability import logger  # Powertools reads its environment on import: only when needed
+
+            logger.warning(
+                "failure reason not available",
+                extra={"service": self.service, "jobId": outcome.job_id, "error": str(exc)},
+            )
+            return outcome
+        reason = _reason(described)
+        return replace(outcome, detail={**outcome.detail, "message": reason}) if reason else outcome
 
     def current(self, job_id: str) -> Outcome | None:
         """Ask the service for the job; its Outcome if it has ended, else None."""
@@ -114,6 +145,7 @@ TRANSLATE = Adapter(
     successes=frozenset({"COMPLETED"}),
     failures=frozenset({"COMPLETED_WITH_ERROR", "FAILED", "STOPPED"}),
     describe=_describe_translate,
+    explain_failure=True,  # the event is {jobId, jobStatus}; DescribeTextTranslationJob's Message says why
 )
 
 

@@ -178,6 +178,19 @@ def confirm_macie_completion(stubbed: Callable[[str], Stubber], documented: Docu
         )
 
 
+TRANSLATE_REASON = "No documents were found at the input S3 location s3://documents/incoming/."
+
+
+def explain_translate_failure(stubbed: Callable[[str], Stubber], documented: Documented) -> None:
+    """A Translate failure event carries no reason; DescribeTextTranslationJob's Message tells it: answer it."""
+    if documented.service == "translate" and documented.succeeded is False:
+        stubbed("translate").add_response(
+            "describe_text_translation_job",
+            translate_job(TRANSLATE_JOB, str(documented.status), TRANSLATE_REASON),
+            {"JobId": TRANSLATE_JOB},
+        )
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Events
 # ----------------------------------------------------------------------------------------------------------------
@@ -185,8 +198,10 @@ def confirm_macie_completion(stubbed: Callable[[str], Stubber], documented: Docu
 def test_an_event_that_ends_the_job_gives_its_outcome_and_error_name(
     documented: Documented, aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a job event saying that the job ended (a Macie completion is confirmed through its API)
+    # Given a job event saying that the job ended (a Macie completion is confirmed through its API, a Translate
+    # failure is explained by it)
     confirm_macie_completion(stubbed, documented, last_run_error="NONE")
+    explain_translate_failure(stubbed, documented)
 
     # When the resume function turns it into an outcome
     outcome = outcome_of(copy.deepcopy(documented.event))
@@ -203,6 +218,8 @@ def test_an_event_that_ends_the_job_gives_its_outcome_and_error_name(
     assert outcome.error == documented.error
     assert documented.job_id in outcome.cause
     assert str(documented.status) in outcome.cause
+    if documented.service == "translate" and not documented.succeeded:
+        assert outcome.cause.endswith(f": {TRANSLATE_REASON}")
     for service in ("translate", "macie2", "bedrock-data-automation-runtime", "healthlake"):
         stubbed(service).assert_no_pending_responses()
 
@@ -275,6 +292,63 @@ def test_a_failure_cause_carries_the_services_reason() -> None:
     # Then the cause a workflow sees includes the service's reason
     assert outcome is not None
     assert event["detail"]["error_message"] in outcome.cause
+
+
+def test_a_translate_failure_cause_carries_the_reason_its_api_gives(
+    aws: Aws, stubbed: Callable[[str], Stubber]
+) -> None:
+    # Given a Translate job that failed, whose event says only FAILED, and DescribeTextTranslationJob's Message
+    api = stubbed("translate")
+    api.add_response(
+        "describe_text_translation_job",
+        translate_job(TRANSLATE_JOB, "FAILED", TRANSLATE_REASON),
+        {"JobId": TRANSLATE_JOB},
+    )
+
+    # When its event is turned into an outcome
+    outcome = outcome_of(translate_event("FAILED"))
+
+    # Then the cause a workflow (and an API client) sees says why, in the service's words, after the job and status
+    assert outcome is not None
+    assert (outcome.succeeded, outcome.error) == (False, "Translate.FAILED")
+    assert outcome.cause == f"translate job {TRANSLATE_JOB} ended FAILED: {TRANSLATE_REASON}"
+    api.assert_no_pending_responses()
+    # and the reason is kept with the outcome when it is stored for a registration still to come
+    assert Outcome.from_item(json.loads(json.dumps(outcome.to_item()))).cause == outcome.cause
+
+
+@pytest.mark.parametrize(
+    "error",
+    [("AccessDeniedException", 400), ("ThrottlingException", 429), ("ResourceNotFoundException", 400)],
+    ids=lambda error: error[0],
+)
+def test_a_translate_failure_whose_reason_cannot_be_read_is_reported_without_it(
+    aws: Aws, stubbed: Callable[[str], Stubber], error: tuple[str, int]
+) -> None:
+    # Given a Translate job that failed, and DescribeTextTranslationJob refusing to answer
+    code, status = error
+    stubbed("translate").add_client_error(
+        "describe_text_translation_job", code, "no answer", status, expected_params={"JobId": TRANSLATE_JOB}
+    )
+
+    # When its event is turned into an outcome
+    outcome = outcome_of(translate_event("FAILED"))
+
+    # Then the failure is still reported at once (the reason is worth a call, not a retry of the event)
+    assert outcome is not None
+    assert (outcome.succeeded, outcome.error) == (False, "Translate.FAILED")
+    assert outcome.cause == f"translate job {TRANSLATE_JOB} ended FAILED"
+
+
+def test_a_translate_success_is_reported_without_asking_the_api(aws: Aws, stubbed: Callable[[str], Stubber]) -> None:
+    # Given Translate's API, which would fail any call (no answer prepared)
+    stubbed("translate")
+
+    # When a COMPLETED event is turned into an outcome
+    outcome = outcome_of(translate_event("COMPLETED"))
+
+    # Then it is a success, told from the event alone
+    assert outcome is not None and outcome.succeeded
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -476,10 +550,12 @@ PAIRS = [  # (event, API answer) about the same job
 def test_an_event_and_a_describe_of_the_same_job_give_the_same_outcome(
     event: dict[str, Any], described: Described, aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a job that ended, its event, and its service's API answering about it (twice for a Macie completion,
-    # which the event path confirms)
+    # Given a job that ended, its event, and its service's API answering about it (twice where the event path asks
+    # too: a Macie completion is confirmed, a Translate failure explained)
     api = stubbed(described.client)
-    for _ in range(2 if described.status == "JOB_COMPLETED" else 1):
+    service = adapter(described.service)
+    asked_by_event = service.confirm_success if described.succeeded else service.explain_failure
+    for _ in range(2 if asked_by_event else 1):
         api.add_response(described.method, copy.deepcopy(described.answer), described.expected_params)
 
     # When the resume function reads the event, and the reconciler asks the API
@@ -513,6 +589,7 @@ def test_the_rules_deliver_exactly_the_events_that_end_a_job(
     # Given a documented job event and the EventBridge rules template.yaml gives the resume function
     patterns = [EventPattern.load(json.dumps(pattern)) for pattern in rule_patterns("resume_job").values()]
     confirm_macie_completion(stubbed, documented, last_run_error="NONE")
+    explain_translate_failure(stubbed, documented)
 
     # When EventBridge matches the event against them
     delivered = any(pattern.matches_event(documented.event) for pattern in patterns)

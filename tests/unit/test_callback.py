@@ -18,10 +18,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
-from tests.unit.support import EVENTS, Aws, ClientSpy, WaitingTask, invoke
+from tests.unit.support import EVENTS, Aws, ClientSpy, WaitingTask, invoke, translate_job
 
 JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
 JOB_KEY = f"translate#{JOB_ID}"
@@ -361,6 +362,40 @@ def test_an_unsuccessful_job_fails_the_task_with_an_error_named_after_the_status
     assert job_status in failure["cause"]
     assert sfn_spy.calls_to("send_task_success") == []
     assert aws.item(JOB_KEY) is None
+
+
+REASON = "No documents were found at the input S3 location s3://documents/incoming/."
+
+
+@pytest.mark.parametrize("early", [False, True], ids=["registered-first", "completed-first"])
+def test_a_failed_jobs_cause_carries_the_reason_the_service_gives(
+    aws: Aws,
+    waiting_task: Callable[..., WaitingTask],
+    sfn_spy: ClientSpy,
+    stubbed: Callable[[str], Stubber],
+    early: bool,
+) -> None:
+    # Given a Translate job that failed (its event says only FAILED) and DescribeTextTranslationJob's Message
+    stubbed("translate").add_response(
+        "describe_text_translation_job", translate_job(JOB_ID, "FAILED", REASON), {"JobId": JOB_ID}
+    )
+    task = waiting_task()
+
+    # When its completion and the registration arrive, in either order
+    if early:
+        assert complete("FAILED") == "RECORDED"
+        assert register(task.token) == "RESUMED"
+    else:
+        assert register(task.token) == "REGISTERED"
+        assert complete("FAILED") == "RESUMED"
+
+    # Then SendTaskFailure's cause (what the workflow, and a client of the task API, sees) ends with that reason,
+    # which was asked for once
+    [failure] = sfn_spy.calls_to("send_task_failure")
+    assert failure["error"] == "Translate.FAILED"
+    assert failure["cause"] == f"translate job {JOB_ID} ended FAILED: {REASON}"
+    stubbed("translate").assert_no_pending_responses()
+    assert task.wait_until_closed()["status"] == "FAILED"
 
 
 @pytest.mark.parametrize("job_status", NOT_TERMINAL)
