@@ -29,7 +29,7 @@ from moto import mock_aws
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from localcloud import events, logs, pollers, sfn, simulators
+from localcloud import dynamodb, events, logs, pollers, sfn, simulators
 from localcloud.build import build_dir, ensure_built
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
@@ -127,6 +127,7 @@ class LocalCloud:
             os.environ.setdefault(name, value)
         self._mock.start()
         sfn.install()
+        dynamodb.install()
         self.runtime.install()
         self.runtime.send_to_destination = self.send_to
         pollers.take_over_sqs_mappings()

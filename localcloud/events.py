@@ -10,6 +10,7 @@ as EventBridge does (a Lambda target counts as delivered once the asynchronous i
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 import logging
@@ -17,13 +18,14 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath  # type: ignore[attr-defined]
-from moto.events.models import Rule, events_backends
+from moto.events.models import EventsBackend, Rule, events_backends
 
 LOG = logging.getLogger("localcloud.events")
 
@@ -145,6 +147,37 @@ def install(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> None:
     send_to_targets.__wrapped__ = original  # type: ignore[attr-defined]
     send_to_targets.all_targets = send_to_all_targets  # type: ignore[attr-defined]
     Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
+    EventsBackend.put_events = _put_events  # type: ignore[method-assign]
+
+
+# --- reserved sources -------------------------------------------------------------------------------------------
+_as_service: contextvars.ContextVar[bool] = contextvars.ContextVar("as_service", default=False)
+_original_put_events = EventsBackend.put_events
+REFUSED_SOURCE = {"ErrorCode": "NotAuthorizedForSourceException", "ErrorMessage": "Not authorized for the source."}
+
+
+@contextmanager
+def as_service() -> Iterator[None]:
+    """Put events as an AWS service does (the offline services: simulators, Step Functions status events). Only
+    AWS services may use the reserved `aws.*` sources; a client's PutEvents with one is refused entry by entry."""
+    token = _as_service.set(True)
+    try:
+        yield
+    finally:
+        _as_service.reset(token)
+
+
+def _put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """moto accepts any source; EventBridge refuses a client's `aws.*` one, so a forged service event cannot be
+    put offline either (gap 12)."""
+    if _as_service.get():
+        return _original_put_events(self, events)  # type: ignore[no-any-return]
+    results: list[dict[str, Any]] = [dict(REFUSED_SOURCE) for _ in events]
+    allowed = [i for i, event in enumerate(events) if not str(event.get("Source", "")).startswith("aws.")]
+    if allowed:
+        for i, result in zip(allowed, _original_put_events(self, [events[i] for i in allowed]), strict=True):
+            results[i] = result
+    return results
 
 
 def fire(rule: Rule, event: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""Fixes for the measured gaps of moto 5.2.5's Step Functions interpreter (../shared/notes/offline-cloud.md).
+"""Fixes for the measured gaps of moto 5.2.5's Step Functions interpreter (catalogue: docs/offline-cloud.md).
 
 Each fix is a small patch on the moto internal named in its docstring; tests/localcloud/test_sfn_fixes.py proves
 each one and fails if moto changes underneath (the patched attribute disappears or the gap closes upstream).
@@ -7,29 +7,47 @@ each one and fails if moto changes underneath (the patched attribute disappears 
 from __future__ import annotations
 
 import json
+import sys
+import threading
 import time
 import uuid
+import weakref
+from collections.abc import Callable
 from datetime import UTC
 from functools import cache
 from typing import Any
 
-import boto3
 import botocore.session
 from botocore import xform_name
 from botocore.model import ServiceModel
+from moto.core.models import botocore_stubber
 from moto.core.responses import EmptyResult
-from moto.stepfunctions.parser.api import ExecutionStatus
+from moto.events.models import events_backends
+from moto.settings import moto_server_port
+from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, TaskDoesNotExist, TaskTimedOut
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
-from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, HeartbeatEndpoint
+from moto.stepfunctions.parser.asl.eval.callback.callback import (
+    CallbackConsumerTimeout,
+    CallbackEndpoint,
+    CallbackNotifyConsumerError,
+    CallbackOutcomeFailure,
+    CallbackOutcomeSuccess,
+    CallbackPoolManager,
+    HeartbeatEndpoint,
+)
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
+
+from localcloud.events import as_service
 
 
 @cache
@@ -146,17 +164,17 @@ def status_change_event(execution: Execution, running: bool = False) -> dict[str
 
 
 def _announce(execution: Execution, running: bool = False) -> None:
-    detail = status_change_event(execution, running)
-    boto3.client("events", region_name=execution.region_name).put_events(
-        Entries=[
-            {
-                "Source": "aws.states",
-                "DetailType": "Step Functions Execution Status Change",
-                "Detail": json.dumps(detail),
-                "Resources": [execution.exec_arn],
-            }
-        ]
-    )
+    """Put the status change on the default bus, as the service (straight into moto's backend: no client to build
+    on the path that starts an execution)."""
+    _, _, _, region, account, *_ = execution.exec_arn.split(":")
+    entry = {
+        "Source": "aws.states",
+        "DetailType": "Step Functions Execution Status Change",
+        "Detail": json.dumps(status_change_event(execution, running)),
+        "Resources": [execution.exec_arn],
+    }
+    with as_service():
+        events_backends[account][region].put_events([entry])
 
 
 def _terminated(self: BaseExecutionWorkerCommunication) -> None:
@@ -181,6 +199,7 @@ def _evaluation_environment(self: ExecutionWorker) -> Environment:
     """Gap 9: the context object's `$$.Execution.StartTime` is a datetime object, which breaks any task that
     serialises it (e.g. a DynamoDB attribute value); AWS gives an ISO 8601 string such as 2026-11-21T10:00:00.123Z."""
     env = _original_evaluation_environment(self)
+    env.callback_pool_manager.localcloud_execution = self._execution_communication.execution  # type: ignore[attr-defined]
     execution = env.states.context_object.context_object_data["Execution"]
     start = execution.get("StartTime")
     if hasattr(start, "astimezone"):
@@ -208,6 +227,102 @@ def _send_task_failure(self: StepFunctionResponse) -> Any:
     return EmptyResult()
 
 
+# --- SendTask* by key (gap 10) ------------------------------------------------------------------------------------
+_callbacks: weakref.WeakValueDictionary[str, CallbackPoolManager] = weakref.WeakValueDictionary()
+_callbacks_lock = threading.Lock()
+_original_pool_add = CallbackPoolManager.add
+_original_send_task_success = StepFunctionsParserBackend.send_task_success  # the scan, kept for the gap's probe
+
+
+def _pool_add(self: CallbackPoolManager, callback_id: str) -> CallbackEndpoint:
+    endpoint = _original_pool_add(self, callback_id)
+    with _callbacks_lock:
+        _callbacks[callback_id] = self
+    return endpoint
+
+
+def _waiting_pool(token: str) -> CallbackPoolManager:
+    """The callback pool of the RUNNING execution that issued `token`, found by the token itself.
+
+    moto scans every execution of every state machine for each SendTask* call and reads `exec_worker.env` of each,
+    which is None while another thread is still starting that execution: the call failed with an AttributeError
+    (a 500) and the resume was lost. The token is indexed when the task issues it, so the lookup is by key and
+    cannot meet a half-created execution."""
+    with _callbacks_lock:
+        pool = _callbacks.get(token)
+    execution = getattr(pool, "localcloud_execution", None)
+    if pool is None or execution is None or execution.exec_status != ExecutionStatus.RUNNING:
+        raise InvalidToken()
+    return pool
+
+
+def _send(pool: CallbackPoolManager, signal: Callable[[], bool]) -> None:
+    try:
+        if signal():
+            return
+    except CallbackNotifyConsumerError as consumer_error:
+        if isinstance(consumer_error, CallbackConsumerTimeout):
+            raise TaskTimedOut() from consumer_error
+        raise TaskDoesNotExist() from consumer_error
+    raise InvalidToken()
+
+
+def _send_task_success_by_key(self: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
+    pool = _waiting_pool(task_token)
+    _send(pool, lambda: pool.notify(task_token, CallbackOutcomeSuccess(callback_id=task_token, output=outcome)))
+
+
+def _send_task_failure_by_key(
+    self: StepFunctionsParserBackend, task_token: str, error: Any = None, cause: Any = None
+) -> None:
+    pool = _waiting_pool(task_token)
+    failure = CallbackOutcomeFailure(callback_id=task_token, error=error, cause=cause)
+    _send(pool, lambda: pool.notify(task_token, failure))
+
+
+def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
+    pool = _waiting_pool(task_token)
+    _send(pool, lambda: pool.heartbeat(task_token))
+
+
+# --- StopExecution during a Parallel state (gap 13) -------------------------------------------------------------------
+def _branch_routine(self: BranchWorker) -> None:
+    """A branch stopped before it set its next state raised ("Could not set NextState value when in state
+    ProgramStopped") and never reported its end, so the Parallel state, and a stopped execution with it, waited
+    for ever (RUNNING). Report the end whatever the branch raised, as its program is over either way."""
+    try:
+        self._program.eval(self.env)
+    finally:
+        self._branch_worker_comm.on_terminated(env=self.env)
+
+
+# --- one client per service (gap 11) -----------------------------------------------------------------------------
+_clients: dict[tuple[str, str, str | None], Any] = {}
+_clients_lock = threading.Lock()
+_original_boto_client_for = boto_client.boto_client_for
+
+
+def _shared_boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+    """moto's interpreter built a new boto3 client (of boto3's default session) for every Task state; built on
+    several threads at once, botocore's lazy model loading failed now and then ("'OperationModel' object has no
+    attribute 'http_trait'", the execution FAILED with States.Runtime). Clients are thread-safe once built: build
+    one per service and endpoint, under a lock."""
+    endpoint = None if botocore_stubber.enabled else f"http://localhost:{moto_server_port()}"
+    key = (region, service, endpoint)
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = _original_boto_client_for(region, service, state_credentials)
+        return _clients[key]
+
+
+def _install_shared_clients() -> None:
+    for module in list(sys.modules.values()):
+        if getattr(module, "boto_client_for", None) is _original_boto_client_for and module.__name__.startswith(
+            "moto.stepfunctions.parser"
+        ):
+            module.boto_client_for = _shared_boto_client_for  # type: ignore[attr-defined]
+
+
 def install() -> None:
     """Apply every fix once (idempotent)."""
     StateTaskServiceAwsSdk._normalise_parameters = _normalise_parameters  # type: ignore[method-assign]
@@ -220,3 +335,9 @@ def install() -> None:
     Execution.start = _execution_start  # type: ignore[method-assign]
     StepFunctionResponse.send_task_failure = _send_task_failure  # type: ignore[method-assign]
     ExecutionWorker._get_evaluation_environment = _evaluation_environment  # type: ignore[method-assign]
+    CallbackPoolManager.add = _pool_add  # type: ignore[method-assign]
+    StepFunctionsParserBackend.send_task_success = _send_task_success_by_key  # type: ignore[method-assign,assignment]
+    StepFunctionsParserBackend.send_task_failure = _send_task_failure_by_key  # type: ignore[method-assign,assignment]
+    StepFunctionsParserBackend.send_task_heartbeat = _send_task_heartbeat_by_key  # type: ignore[method-assign,assignment]
+    BranchWorker._thread_routine = _branch_routine  # type: ignore[method-assign]
+    _install_shared_clients()

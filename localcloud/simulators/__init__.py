@@ -27,6 +27,8 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel, ServiceModel
 
+from localcloud.events import as_service
+
 LOG = logging.getLogger("localcloud.simulators")
 
 
@@ -85,17 +87,18 @@ class Simulator:
                 timer.join(timeout=5)
 
     def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
-        """Put the service's event on the default bus, as the service itself does."""
-        response = self.client("events").put_events(
-            Entries=[
-                {
-                    "Source": source,
-                    "DetailType": detail_type,
-                    "Detail": json.dumps(detail),
-                    "Resources": resources or [],
-                }
-            ]
-        )
+        """Put the service's event on the default bus, as the service itself does (its `aws.*` source is reserved)."""
+        with as_service():
+            response = self.client("events").put_events(
+                Entries=[
+                    {
+                        "Source": source,
+                        "DetailType": detail_type,
+                        "Detail": json.dumps(detail),
+                        "Resources": resources or [],
+                    }
+                ]
+            )
         if response["FailedEntryCount"]:
             raise RuntimeError(f"simulated {self.service} event was refused: {response['Entries']}")
 

@@ -1,4 +1,4 @@
-"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions (../shared/notes/offline-cloud.md, gaps 1-5 and 7;
+"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
 gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string).
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken

@@ -1,0 +1,55 @@
+"""DynamoDB linearizable across threads, as the service is.
+
+Gap 14: moto's DynamoDB backend checks a ConditionExpression and then writes, with nothing between the two: two threads
+(the offline cloud's endpoint serves every worker's call on a thread of its own) can both pass the check, so two
+conditional puts of one key both succeeded (two export runs both took the run lock). Every item operation of a
+backend runs under that backend's lock here, which makes each one atomic and every read see whole writes (the TTL
+sweeper's scan also failed with "dictionary changed size during iteration" while items were written).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from moto.dynamodb.models import DynamoDBBackend
+
+OPERATIONS = (
+    "put_item",
+    "get_item",
+    "query",
+    "scan",
+    "update_item",
+    "delete_item",
+    "transact_write_items",
+    "execute_statement",
+    "execute_transaction",
+    "batch_execute_statement",
+)
+_locks: dict[int, threading.RLock] = {}
+_locks_guard = threading.Lock()
+
+
+def _lock(backend: DynamoDBBackend) -> threading.RLock:
+    with _locks_guard:
+        return _locks.setdefault(id(backend), threading.RLock())
+
+
+def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def operation(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        with _lock(self):
+            return original(self, *args, **kwargs)
+
+    operation.__localcloud_original__ = original  # type: ignore[attr-defined]
+    return operation
+
+
+def install() -> None:
+    """Serialise every item operation per backend (idempotent)."""
+    for name in OPERATIONS:
+        current = getattr(DynamoDBBackend, name)
+        if not hasattr(current, "__localcloud_original__"):
+            setattr(DynamoDBBackend, name, _serialised(current))

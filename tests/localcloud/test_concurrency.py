@@ -1,0 +1,227 @@
+"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 10-14 of docs/offline-cloud.md).
+
+Each race is shown on moto alone (the unfixed method, kept by the fix) and with the offline cloud's fix, with the
+interleaving forced (a gate, a barrier and a tiny thread switch interval) rather than hoped for.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.stepfunctions.parser.api import InvalidToken
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
+
+from localcloud import dynamodb, events, sfn
+from localcloud.deploy import ACCOUNT_ID
+from tests.localcloud.simulated import wait_for
+
+REGION = "us-east-1"
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
+        monkeypatch.setenv(name, value)
+    sfn.install()
+    dynamodb.install()
+    with mock_aws(config=MOTO_CONFIG):
+        yield
+
+
+@pytest.fixture
+def busy_switching() -> Iterator[None]:
+    """Switch threads as often as the interpreter can, so a check-then-act window is hit when it exists."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+
+
+# --- DynamoDB: a conditional write is atomic -------------------------------------------------------------------------
+def _conditional_put_winners(put: Callable[..., Any], rounds: int = 100, contenders: int = 8) -> list[int]:
+    """For each round, `contenders` threads put the same new key with attribute_not_exists at the same instant;
+    return how many won each round."""
+    boto3.client("dynamodb", region_name=REGION).create_table(
+        TableName="locks",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    backend = dynamodb_backends[ACCOUNT_ID][REGION]
+    winners = []
+    for round_ in range(rounds):
+        won: list[int] = []
+        start = threading.Barrier(contenders)
+
+        def contend(
+            who: int, key: str = f"run-{round_}", start: threading.Barrier = start, won: list[int] = won
+        ) -> None:
+            start.wait()
+            try:
+                put(backend, "locks", {"pk": {"S": key}, "holder": {"S": str(who)}}, None, "attribute_not_exists(pk)")
+                won.append(who)
+            except Exception:  # noqa: BLE001, S110 - ConditionalCheckFailed: the others lost, as they should
+                pass
+
+        threads = [threading.Thread(target=contend, args=(who,)) for who in range(contenders)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        winners.append(len(won))
+    return winners
+
+
+def test_moto_alone_lets_two_conditional_puts_of_one_key_both_win(aws: None, busy_switching: None) -> None:
+    # Given moto's own put_item (the check and the write with nothing between them)
+    unfixed = DynamoDBBackend.put_item.__localcloud_original__  # type: ignore[attr-defined]
+    # When 8 threads race for one key, 100 times
+    winners = _conditional_put_winners(unfixed)
+    # Then some rounds have more than one winner: the gap the fix closes is still in moto
+    assert max(winners) > 1
+
+
+def test_a_conditional_put_of_one_key_has_exactly_one_winner(aws: None, busy_switching: None) -> None:
+    # Given the offline cloud's DynamoDB
+    # When 8 threads race for one key, 100 times
+    winners = _conditional_put_winners(DynamoDBBackend.put_item)
+    # Then every round has exactly one winner, as on DynamoDB
+    assert set(winners) == {1}
+
+
+# --- Step Functions: SendTask* while an execution is starting ---------------------------------------------------------
+def _starting_execution() -> Iterator[StepFunctionsParserBackend]:
+    """An execution held at the instant between its start (RUNNING) and its interpreter's environment."""
+    gate, reached = threading.Event(), threading.Event()
+    original = ExecutionWorker._get_evaluation_environment
+
+    def held(self: ExecutionWorker) -> Any:
+        reached.set()
+        gate.wait(timeout=30)
+        return original(self)
+
+    ExecutionWorker._get_evaluation_environment = held  # type: ignore[method-assign]
+    try:
+        client = boto3.client("stepfunctions", region_name=REGION)
+        definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+        machine = client.create_state_machine(
+            name="starting", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r"
+        )["stateMachineArn"]
+        client.start_execution(stateMachineArn=machine)
+        assert reached.wait(timeout=30)
+        yield stepfunctions_parser_backends[ACCOUNT_ID][REGION]
+    finally:
+        gate.set()
+        ExecutionWorker._get_evaluation_environment = original  # type: ignore[method-assign]
+
+
+def test_moto_alone_fails_a_send_task_success_that_meets_a_starting_execution(aws: None) -> None:
+    for backend in _starting_execution():
+        # When a SendTaskSuccess (for any token) scans the executions while one is starting
+        # Then moto's scan reads the starting execution's missing environment and fails (a 500 to the caller)
+        with pytest.raises(AttributeError):
+            sfn._original_send_task_success(backend, "a-token-of-another-execution", "{}")
+
+
+def test_send_task_success_finds_its_task_by_token_whatever_else_is_starting(aws: None) -> None:
+    for backend in _starting_execution():
+        # When a SendTaskSuccess for an unknown token arrives while an execution is starting
+        # Then it is refused as AWS refuses it, without touching the starting execution
+        with pytest.raises(InvalidToken):
+            backend.send_task_success("a-token-of-another-execution", "{}")
+
+
+# --- EventBridge: reserved sources ------------------------------------------------------------------------------------
+def test_a_client_cannot_put_an_event_with_an_aws_source(aws: None) -> None:
+    events.install(lambda arn, payload: None, lambda arn, payload: None)
+    client = boto3.client("events", region_name=REGION)
+    forged = {"Source": "aws.translate", "DetailType": "Translate TextTranslationJob State Change", "Detail": "{}"}
+    own = {"Source": "callback-kit.tests", "DetailType": "Anything", "Detail": "{}"}
+    # When a client puts a service's event next to one of its own
+    answer = client.put_events(Entries=[forged, own])
+    # Then the forged one is refused, as EventBridge refuses it, and the other accepted
+    assert answer["FailedEntryCount"] == 1
+    assert answer["Entries"][0]["ErrorCode"] == "NotAuthorizedForSourceException"
+    assert "EventId" in answer["Entries"][1]
+    # And the offline services themselves (simulators, Step Functions) still put theirs
+    with events.as_service():
+        assert client.put_events(Entries=[forged])["FailedEntryCount"] == 0
+
+
+# --- the interpreter's clients ---------------------------------------------------------------------------------------
+def test_the_interpreter_builds_one_client_per_service_even_from_many_threads(aws: None) -> None:
+    # When 16 threads ask for the Lambda client the interpreter uses for its Task states, at once
+    start = threading.Barrier(16)
+    clients: list[Any] = []
+
+    def ask() -> None:
+        start.wait()
+        clients.append(sfn._shared_boto_client_for(REGION, "lambda"))
+
+    threads = [threading.Thread(target=ask) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then every one got the same, fully built client
+    assert len(clients) == 16 and len({id(c) for c in clients}) == 1
+    assert clients[0].meta.service_model.service_name == "lambda"
+
+
+# --- StopExecution wherever the execution is --------------------------------------------------------------------------
+def _branch(n: int) -> dict[str, Any]:
+    return {
+        "StartAt": f"Prepare{n}",
+        "States": {
+            f"Prepare{n}": {"Type": "Pass", "Next": f"Wait{n}"},
+            f"Wait{n}": {"Type": "Wait", "Seconds": 60, "End": True},
+        },
+    }
+
+
+def _status(client: Any, execution: str) -> str:
+    return str(client.describe_execution(executionArn=execution)["status"])
+
+
+@pytest.mark.parametrize(
+    "definition",
+    [
+        {
+            "StartAt": "Both",
+            "States": {"Both": {"Type": "Parallel", "Branches": [_branch(1), _branch(2)], "End": True}},
+        },
+        {
+            "StartAt": "Each",
+            "States": {"Each": {"Type": "Map", "ItemsPath": "$.items", "Iterator": _branch(3), "End": True}},
+        },
+        {"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 60, "End": True}}},
+    ],
+    ids=["parallel", "map", "wait"],
+)
+def test_stop_execution_aborts_the_execution_wherever_it_is(aws: None, definition: dict[str, Any]) -> None:
+    client = boto3.client("stepfunctions", region_name=REGION)
+    machine = client.create_state_machine(
+        name="stopped", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r"
+    )["stateMachineArn"]
+    # When executions are stopped at once and a little later, 20 times (a Parallel stopped before its branches set
+    # their next state used to wait for ever)
+    for attempt in range(20):
+        execution = client.start_execution(stateMachineArn=machine, input='{"items": [1, 2, 3]}')["executionArn"]
+        time.sleep(0.001 * (attempt % 4))
+        client.stop_execution(executionArn=execution)
+        # Then each ends ABORTED, as on AWS, long before its Wait would have ended
+        wait_for(lambda arn=execution: _status(client, arn) != "RUNNING", timeout=30, what="the stopped execution")
+        assert client.describe_execution(executionArn=execution)["status"] == "ABORTED"
