@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench demo local deploy clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -54,6 +54,11 @@ smoke: install
 # `sam local invoke` without Docker: make invoke FUNCTION=RegisterTokenFunction EVENT=events/register_token.register.json
 invoke: install
 	$(PY) -m localcloud invoke $(FUNCTION) -e $(EVENT)
+
+# The design's numbers on the offline cloud (P1-P5 in tests/bench/bench.py): docs/performance.md, .aws-sam/bench/.
+# A report, not a test; SIZES=500,1000,2000 by default.
+bench: install
+	$(PY) -m tests.bench.bench $(if $(SIZES),--sizes $(SIZES))
 
 demo: install
 	$(PY) -m localcloud demo

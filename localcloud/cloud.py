@@ -162,7 +162,7 @@ class LocalCloud:
         self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, cfg.speedup)
         self._threads = [
             pollers.SqsPoller(self.runtime, cfg.region, ACCOUNT_ID),
-            pollers.TtlSweeper(cfg.region),
+            pollers.TtlSweeper(cfg.region, ACCOUNT_ID),
             self.scheduler,
         ]
         for thread in self._threads:

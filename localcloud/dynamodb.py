@@ -32,7 +32,8 @@ _locks: dict[int, threading.RLock] = {}
 _locks_guard = threading.Lock()
 
 
-def _lock(backend: DynamoDBBackend) -> threading.RLock:
+def lock(backend: DynamoDBBackend) -> threading.RLock:
+    """The lock every item operation of `backend` runs under (hold it to read or change several items at once)."""
     with _locks_guard:
         return _locks.setdefault(id(backend), threading.RLock())
 
@@ -40,7 +41,7 @@ def _lock(backend: DynamoDBBackend) -> threading.RLock:
 def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def operation(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
-        with _lock(self):
+        with lock(self):
             return original(self, *args, **kwargs)
 
     operation.__localcloud_original__ = original  # type: ignore[attr-defined]

@@ -498,6 +498,8 @@ def _message(status: int, message: str, request_id: str) -> _Response:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The socket's listen backlog (socketserver's default is 5): a burst of clients connecting at once was reset.
+    request_queue_size = 128
     api: HttpApiServer
 
 

@@ -139,9 +139,9 @@ class Worker:
     def __init__(self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink) -> None:
         self.spec = spec
         self.log = log
-        self.initialized = False
         self.init_ms: float | None = None  # reported once, on the REPORT line of the cold start
         self._buffer = b""
+        self._closing = threading.Lock()
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
@@ -235,7 +235,6 @@ class Worker:
         if "error" in message:
             self.kill()
             raise FunctionError(message["error"])
-        self.initialized = True
 
     def invoke(self, event: Any, request_id: str, function_arn: str) -> Any:
         spec = self.spec
@@ -297,9 +296,13 @@ class Worker:
         self.close()
 
     def close(self) -> None:
-        for fd in (self._to_worker, self._from_worker):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        """Close the control pipes, once: a descriptor number closed twice may already be another socket's."""
+        with self._closing:
+            fds, self._to_worker, self._from_worker = (self._to_worker, self._from_worker), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 class FunctionPool:
@@ -316,15 +319,14 @@ class FunctionPool:
         self.cold_starts = 0
 
     def invoke(self, event: Any, wait: bool) -> Any:
-        worker = self._acquire(wait)
         request_id = str(uuid.uuid4())
         try:
-            if not worker.initialized:
-                worker.initialize()
-            return worker.invoke(event, request_id, self.spec.arn)
+            worker = self._acquire(wait)  # a cold start runs the init here, and may fail it
         except FunctionError as exc:
             exc.payload["requestId"] = exc.payload.get("requestId") or request_id
             raise
+        try:
+            return worker.invoke(event, request_id, self.spec.arn)
         finally:
             self._release(worker)
 
@@ -388,6 +390,7 @@ class LambdaRuntime:
         self._pools: dict[str, FunctionPool] = {}
         self._pools_lock = threading.Lock()
         self._pending: set[threading.Thread] = set()
+        self._init_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
 
     # --- wiring into moto -------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -496,9 +499,15 @@ class LambdaRuntime:
             return pool
 
     def _start_worker(self, spec: FunctionSpec) -> Worker:
+        """A new execution environment, initialized. At most one init per core runs at a time: a burst of 100 cold
+        starts would otherwise share two cores and starve the invocations (and their Timeout) for many seconds,
+        where on Lambda each environment has a CPU of its own."""
         if not self.endpoint:
             raise RuntimeError("the offline cloud's endpoint is not set")
-        return Worker(spec, self.python, self.endpoint, self.region, self.log)
+        with self._init_slots:
+            worker = Worker(spec, self.python, self.endpoint, self.region, self.log)
+            worker.initialize()
+            return worker
 
 
 def _runtime_error(request_id: str, error_type: str, detail: str) -> dict[str, Any]:

@@ -19,7 +19,9 @@ from typing import Any
 
 import boto3
 from moto.awslambda.models import EventSourceMapping, LambdaBackend
+from moto.dynamodb.models import dynamodb_backends
 
+from localcloud import dynamodb
 from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
 
 LOG = logging.getLogger("localcloud.pollers")
@@ -140,11 +142,16 @@ class SqsPoller:
 
 
 class TtlSweeper:
-    """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled."""
+    """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled.
 
-    def __init__(self, region: str, interval: float = 1.0) -> None:
+    It reads moto's tables in memory under the backend's lock (localcloud.dynamodb), instead of paging through Scan
+    calls: at 2,000 items a sweep through the API took 2.2 s, every second, and failed now and then with
+    "dictionary changed size during iteration" while the functions wrote."""
+
+    def __init__(self, region: str, account_id: str, interval: float = 1.0) -> None:
+        self.region = region
+        self.account_id = account_id
         self.interval = interval
-        self._ddb = boto3.client("dynamodb", region_name=region)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="localcloud-ttl", daemon=True)
 
@@ -164,18 +171,31 @@ class TtlSweeper:
 
     def sweep(self) -> int:
         """Delete every expired item now; return how many were deleted."""
+        backend = dynamodb_backends[self.account_id][self.region]
+        now = time.time()
         deleted = 0
-        now = int(time.time())
-        for table in self._ddb.list_tables()["TableNames"]:
-            ttl = self._ddb.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
-            if ttl.get("TimeToLiveStatus") != "ENABLED":
+        for table in list(backend.tables.values()):
+            if table.ttl.get("TimeToLiveStatus") != "ENABLED":
                 continue
-            attribute = ttl["AttributeName"]
-            keys = [k["AttributeName"] for k in self._ddb.describe_table(TableName=table)["Table"]["KeySchema"]]
-            for page in self._ddb.get_paginator("scan").paginate(TableName=table):
-                for item in page["Items"]:
-                    expires = item.get(attribute, {}).get("N")
-                    if expires is not None and int(float(expires)) < now:
-                        self._ddb.delete_item(TableName=table, Key={k: item[k] for k in keys})
-                        deleted += 1
+            attribute = table.ttl["AttributeName"]
+            key_names = [k for k in (table.hash_key_attr, table.range_key_attr) if k]
+            with dynamodb.lock(backend):
+                expired = [
+                    {name: item.attrs[name].to_json() for name in key_names}
+                    for item in table.all_items()
+                    if _expired(item.attrs.get(attribute), now)
+                ]
+                for key in expired:
+                    backend.delete_item(table.name, key)
+            deleted += len(expired)
         return deleted
+
+
+def _expired(value: Any, now: float) -> bool:
+    """A TTL attribute is a Number of epoch seconds; any other type never expires (as on DynamoDB)."""
+    if value is None or value.type != "N":
+        return False
+    try:
+        return float(value.value) < now
+    except ValueError:
+        return False

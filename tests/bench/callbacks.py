@@ -14,8 +14,8 @@ import random
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from localcloud.cloud import LocalCloud
@@ -36,9 +36,16 @@ class JobsResult:
     duplicated: int = 0
     dead_letters: int = 0
     failures: list[str] = field(default_factory=list)  # error names of failed executions
+    put_at: dict[str, datetime] = field(default_factory=dict)  # job id -> when its completion was put
+    resume_ms: list[float] = field(default_factory=list)  # completion put -> task closed, jobs registered by then
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "failures"} | {"failures": sorted(set(self.failures))}
+        counts = {k: v for k, v in self.__dict__.items() if k not in ("failures", "put_at", "resume_ms")}
+        return counts | {"failures": sorted(set(self.failures))}
+
+    def percentile(self, p: float) -> float:
+        ordered = sorted(self.resume_ms)
+        return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
 
 
 def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
@@ -82,44 +89,79 @@ def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
         cloud.client("events").put_events(Entries=[entry])
 
 
-def run_jobs(cloud: LocalCloud, jobs: int, in_flight: int, seed: int = 1, job_timeout: float = 120.0) -> JobsResult:
-    """Run `jobs` callback jobs, `in_flight` at a time; return the accounting."""
-    machine = waiting_machine(cloud)
-    table = cloud.stack.outputs["TokenTableName"]
-    rng = random.Random(seed)
-    early = {i for i in range(jobs) if rng.random() < 0.2}  # a fifth of the completions race the registration
-    sfn, ddb = cloud.client("stepfunctions"), cloud.client("dynamodb")
-    dead_letters_before = _dead_letters(cloud)
-    executions: dict[str, str] = {}
-    lock = threading.Lock()
+def run_jobs(
+    cloud: LocalCloud,
+    jobs: int,
+    in_flight: int,
+    seed: int = 1,
+    job_timeout: float = 120.0,
+    early: float = 0.2,
+    job_seconds: tuple[float, float] = (0.0, 0.5),
+) -> JobsResult:
+    """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
-    def one(i: int) -> None:
+    Each job's completion is put `job_seconds` (a random span) after its start, except for a fraction `early` put at
+    once (racing the registration). Ends are watched through ListExecutions by one thread, so the harness itself
+    adds little load however many jobs are in flight."""
+    machine = waiting_machine(cloud)
+    rng = random.Random(seed)
+    sfn = cloud.client("stepfunctions")
+    dead_letters_before = _dead_letters(cloud)
+    slots = threading.Semaphore(in_flight)
+    running: dict[str, float] = {}  # execution ARN -> deadline
+    due: list[tuple[float, str]] = []  # (when, job id) completions to put
+    lock, done = threading.Lock(), threading.Event()
+    result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
+    executions: list[str] = []
+
+    def complete_when_due() -> None:
+        while not (done.is_set() and not due):
+            with lock:
+                ready = [job for when, job in due if when <= time.monotonic()]
+                due[:] = [(when, job) for when, job in due if when > time.monotonic()]
+            for job_id in ready:
+                complete(cloud, job_id)
+                result.put_at[job_id] = datetime.now(UTC)
+            time.sleep(0.01)
+
+    def watch_ends() -> None:
+        while not (done.is_set() and not running):
+            listed = {
+                e["executionArn"]
+                for page in sfn.get_paginator("list_executions").paginate(
+                    stateMachineArn=machine, statusFilter="RUNNING"
+                )
+                for e in page["executions"]
+            }
+            with lock:
+                ended = [arn for arn, deadline in running.items() if arn not in listed or deadline < time.monotonic()]
+                for arn in ended:
+                    del running[arn]
+            for _ in ended:
+                slots.release()
+            time.sleep(0.1)
+
+    helpers = [threading.Thread(target=complete_when_due), threading.Thread(target=watch_ends)]
+    for helper in helpers:
+        helper.start()
+    started = time.monotonic()
+    for _ in range(jobs):
+        slots.acquire()
         job_id = uuid.uuid4().hex
         arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
+        wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
         with lock:
-            executions[job_id] = arn["executionArn"]
-        deadline = time.monotonic() + job_timeout
-        if i not in early:  # the usual order: the job ends after the token is stored
-            key = {"jobKey": {"S": f"translate#{job_id}"}}
-            while "Item" not in ddb.get_item(TableName=table, Key=key, ConsistentRead=True):
-                if time.monotonic() > deadline or _ended(sfn, arn["executionArn"]):
-                    break
-                time.sleep(0.01)
-        complete(cloud, job_id)
-        while time.monotonic() < deadline and not _ended(sfn, arn["executionArn"]):
-            time.sleep(0.02)
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        list(pool.map(one, range(jobs)))
-    result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=time.monotonic() - started)
-    for arn in executions.values():
+            running[arn["executionArn"]] = time.monotonic() + job_timeout
+            due.append((time.monotonic() + wait, job_id))
+        executions.append(arn["executionArn"])
+    done.set()
+    for helper in helpers:
+        helper.join()
+    result.seconds = time.monotonic() - started
+    for arn in executions:
         described = sfn.describe_execution(executionArn=arn)
-        closed = [
-            e
-            for e in sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-            if e["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut")
-        ]
+        events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        closed = [e for e in events if e["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut")]
         if described["status"] == "RUNNING":
             result.lost += 1
         elif described["status"] == "SUCCEEDED":
@@ -128,6 +170,10 @@ def run_jobs(cloud: LocalCloud, jobs: int, in_flight: int, seed: int = 1, job_ti
             result.failed += 1
             result.failures.append(str(described.get("error")))
         result.duplicated += len(closed) > 1
+        submitted = next((e["timestamp"] for e in events if e["type"] == "TaskSubmitted"), None)
+        put_at = result.put_at.get(described["name"])
+        if closed and submitted and put_at and submitted < put_at:  # registered before its completion arrived
+            result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
 

@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -650,3 +651,39 @@ def test_route_without_iam_needs_no_signature_and_has_no_authorizer(start_api: S
     assert response.status_code == 200
     assert fake.calls[0][0] == "Public"
     assert "authorizer" not in fake.event["requestContext"]
+
+
+def test_a_burst_of_clients_connecting_at_once_is_served_not_reset(start_api: StartApi) -> None:
+    # Given an API
+    fake = FakeLambda()
+    api = start_api([Route("GET", "/health", "Public", iam_auth=False)], fake)
+    host, port = urlsplit(api.url).netloc.split(":")
+    start = threading.Barrier(64)
+    statuses: list[int | str] = []
+
+    def client() -> None:
+        start.wait()
+        try:
+            connection = http.client.HTTPConnection(host, int(port), timeout=30)
+            connection.request("GET", "/health")
+            statuses.append(connection.getresponse().status)
+            connection.close()
+        except OSError as exc:  # a reset connection
+            statuses.append(type(exc).__name__)
+
+    # When 64 clients open a connection at the same instant
+    overflows = listen_overflows()
+    threads = [threading.Thread(target=client) for _ in range(64)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then every one is answered, and none had to retry: the kernel dropped no connection for a full listen backlog
+    assert statuses == [200] * 64
+    assert listen_overflows() == overflows
+
+
+def listen_overflows() -> int:
+    """The kernel's count of connections dropped because a listen backlog was full (TcpExt ListenOverflows)."""
+    lines = [line.split() for line in Path("/proc/net/netstat").read_text().splitlines() if line.startswith("TcpExt:")]
+    return int(dict(zip(lines[0], lines[1], strict=True))["ListenOverflows"])

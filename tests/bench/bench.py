@@ -1,0 +1,449 @@
+"""`make bench`: the design's numbers, measured on the offline cloud in one run.
+
+    python -m tests.bench.bench [--sizes 500,1000,2000] [--quick]
+
+P1  state transitions, Lambda invocations and service calls per async job: callback vs a polling loop (Wait 30 s ->
+    DescribeTextTranslationJob -> Choice) on the same engine, for jobs of 1, 15 and 60 minutes (simulated time);
+P2  resume latency (completion event put -> the waiting task closed), p50/p95/p99, sequential and 20 / 100 in flight;
+P3  cold start of every packaged handler on the clean runtime interpreter / a bare `import boto3`, with the top
+    import costs of the slowest;
+P4  N callback jobs at once: wall time, lost, duplicated, peak RSS, peak threads, time(2N)/time(N);
+P5  cost per 1,000 jobs on AWS from the P1 counts and the public prices in PRICES.
+Results: .aws-sam/bench/results.json and docs/performance.md. A report, not a test: tests assert correctness only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from moto.dynamodb.models import DynamoDBBackend
+
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.deploy import ACCOUNT_ID
+from localcloud.lambdas import runtime_python
+from localcloud.simulators.translate import TranslateSimulator
+from tests.bench.callbacks import run_jobs, waiting_machine
+
+ROOT = Path(__file__).resolve().parents[2]
+# Public on-demand list prices, us-east-1, as read from the AWS pricing pages on 2026-11-23 (check before quoting).
+PRICES = {
+    "read_on": "2026-11-23",
+    "sfn_standard_per_transition": 0.025 / 1000,
+    "lambda_per_request": 0.20 / 1_000_000,
+    "lambda_per_gb_second": 0.0000166667,
+    "dynamodb_per_write_request": 0.625 / 1_000_000,
+    "dynamodb_per_read_request": 0.125 / 1_000_000,
+    "eventbridge_aws_service_event": 0.0,  # events from AWS services to the default bus are free
+    "translate_describe_call": 0.0,  # API calls that start no job are not billed
+}
+LAMBDA_GB = 0.25  # the template's MemorySize 256
+POLL_SECONDS = 30
+SPEEDUP = 600.0  # simulated seconds per real second for P1's callback jobs
+
+
+# --- counting ----------------------------------------------------------------------------------------------------
+@contextmanager
+def counted_dynamodb() -> Iterator[Counter[str]]:
+    """Count DynamoDB item operations (every caller's, workers included: they reach the same backend)."""
+    counts: Counter[str] = Counter()
+    originals = {
+        name: getattr(DynamoDBBackend, name) for name in ("put_item", "get_item", "update_item", "delete_item")
+    }
+
+    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def operation(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+            counts[name] += 1
+            return original(self, *args, **kwargs)
+
+        return operation
+
+    for name, original in originals.items():
+        setattr(DynamoDBBackend, name, counting(name, original))
+    try:
+        yield counts
+    finally:
+        for name, original in originals.items():
+            setattr(DynamoDBBackend, name, original)
+
+
+def history(cloud: LocalCloud, arn: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"executionArn": arn, "maxResults": 1000}
+    while True:
+        page = cloud.client("stepfunctions").get_execution_history(**kwargs)
+        events += page["events"]
+        if not page.get("nextToken"):
+            return events
+        kwargs["nextToken"] = page["nextToken"]
+
+
+def wait_ended(cloud: LocalCloud, arn: str, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        described: dict[str, Any] = cloud.client("stepfunctions").describe_execution(executionArn=arn)
+        if described["status"] != "RUNNING" or time.monotonic() > deadline:
+            return described
+        time.sleep(0.02)
+
+
+# --- P1 ----------------------------------------------------------------------------------------------------------
+def polling_machine(cloud: LocalCloud) -> str:
+    definition = {
+        "StartAt": "Wait30",
+        "States": {
+            "Wait30": {"Type": "Wait", "SecondsPath": "$.pollSeconds", "Next": "Describe"},  # 30 on AWS
+            "Describe": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::aws-sdk:translate:describeTextTranslationJob",
+                "Parameters": {"JobId.$": "$.jobId"},
+                "ResultSelector": {"status.$": "$.TextTranslationJobProperties.JobStatus"},
+                "ResultPath": "$.job",
+                "Next": "Done?",
+            },
+            "Done?": {
+                "Type": "Choice",
+                "Choices": [
+                    {"Variable": "$.job.status", "StringEquals": "COMPLETED", "Next": "Done"},
+                    {"Variable": "$.job.status", "StringEquals": "FAILED", "Next": "Failed"},
+                ],
+                "Default": "Wait30",
+            },
+            "Done": {"Type": "Succeed"},
+            "Failed": {"Type": "Fail", "Error": "Translate.FAILED"},
+        },
+    }
+    created = cloud.client("stepfunctions").create_state_machine(
+        name=f"callback-kit-bench-polling-{uuid.uuid4().hex[:6]}",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/bench",
+    )
+    return str(created["stateMachineArn"])
+
+
+def start_translation(cloud: LocalCloud) -> str:
+    bucket = cloud.stack.outputs["DocumentBucketName"]
+    cloud.client("s3").put_object(Bucket=bucket, Key="bench/in/a.txt", Body=b"benchmark")
+    job = cloud.client("translate").start_text_translation_job(
+        InputDataConfig={"S3Uri": f"s3://{bucket}/bench/in/", "ContentType": "text/plain"},
+        OutputDataConfig={"S3Uri": f"s3://{bucket}/bench/out/"},
+        DataAccessRoleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/translate",
+        SourceLanguageCode="en",
+        TargetLanguageCodes=["es"],
+        ClientToken=uuid.uuid4().hex,
+    )
+    return str(job["JobId"])
+
+
+def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
+    """The callback variant runs each job length for real (simulated time, SPEEDUP); the polling variant runs once
+    with 1-second polls over a ~4-poll job, and its per-poll and fixed transitions are multiplied out for 30-second
+    polls over each job length (ASL Wait takes whole seconds, so 30 simulated seconds cannot be compressed)."""
+    callback, polling = waiting_machine(cloud), polling_machine(cloud)
+    sfn = cloud.client("stepfunctions")
+
+    def run(machine: str, poll_seconds: int) -> tuple[dict[str, Any], list[dict[str, Any]], Counter[str], int]:
+        job_id = start_translation(cloud)
+        invocations_before = _invocations(cloud)
+        with counted_dynamodb() as ddb:
+            arn = sfn.start_execution(
+                stateMachineArn=machine, input=json.dumps({"jobId": job_id, "pollSeconds": poll_seconds})
+            )["executionArn"]
+            described = wait_ended(cloud, arn)
+            cloud.runtime.drain()
+        return described, history(cloud, arn), ddb, _invocations(cloud) - invocations_before
+
+    cloud.add_simulator(TranslateSimulator(cloud.config.region, delay_seconds=3.5, speedup=1.0))
+    described, events, _, _ = run(polling, 1)
+    assert described["status"] == "SUCCEEDED", described
+    entered = Counter(e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered"))
+    polls = entered["Wait30"]
+    per_poll = (entered["Wait30"] + entered["Describe"] + entered["Done?"]) / polls
+    fixed = sum(entered.values()) - per_poll * polls
+    rows = []
+    for minutes in (1, 15, 60):
+        cloud.add_simulator(TranslateSimulator(cloud.config.region, delay_seconds=minutes * 60, speedup=SPEEDUP))
+        described, events, ddb, invocations = run(callback, 0)
+        assert described["status"] == "SUCCEEDED", described
+        callback_row = {
+            "transitions": sum(e["type"].endswith("StateEntered") for e in events),
+            "lambda_invocations": invocations,
+            "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
+            "dynamodb_reads": ddb["get_item"],
+            "events": 1,
+        }
+        job_polls = -(-minutes * 60 // POLL_SECONDS)
+        polling_row = {
+            "transitions": round(fixed + per_poll * job_polls),
+            "lambda_invocations": 0,
+            "describe_calls": job_polls,
+            "dynamodb_writes": 0,
+            "dynamodb_reads": 0,
+        }
+        rows.append(
+            {
+                "job_minutes": minutes,
+                "callback": callback_row,
+                "polling": polling_row,
+                "polling_measured": {"polls": polls, "transitions_per_poll": per_poll, "fixed_transitions": fixed},
+                "transitions_ratio_polling_to_callback": round(
+                    polling_row["transitions"] / callback_row["transitions"]
+                ),
+            }
+        )
+    return rows
+
+
+def _invocations(cloud: LocalCloud) -> int:
+    """Invocations so far, from the START lines of the function log."""
+    return sum(" START RequestId: " in line for line in cloud.function_log.read_text().splitlines())
+
+
+# --- P2 ----------------------------------------------------------------------------------------------------------
+def p2_latency(cloud: LocalCloud, jobs: int, in_flight: int) -> dict[str, Any]:
+    """Completion event put -> the waiting task closed (TaskSucceeded in its history), for jobs whose token was
+    registered before their completion came (each job lasts 1.5-2 s, so nearly all are)."""
+    run_jobs(cloud, jobs=min(jobs, in_flight), in_flight=in_flight, early=0.0)  # warm: every environment started
+    result = run_jobs(cloud, jobs=jobs, in_flight=in_flight, early=0.0, job_seconds=(1.5, 2.0))
+    return {
+        "jobs": jobs,
+        "in_flight": in_flight,
+        "measured": len(result.resume_ms),
+        "lost": result.lost,
+        "p50_ms": result.percentile(0.5),
+        "p95_ms": result.percentile(0.95),
+        "p99_ms": result.percentile(0.99),
+    }
+
+
+# --- P3 ----------------------------------------------------------------------------------------------------------
+def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
+    python = str(runtime_python())
+    build = ROOT / ".aws-sam" / "build"
+
+    def timed(code: str, cwd: Path) -> float:
+        samples = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            subprocess.run([python, "-I", "-c", code], cwd=cwd, check=True, env={"AWS_DEFAULT_REGION": "us-east-1"})
+            samples.append(time.perf_counter() - started)
+        return statistics.median(samples) * 1000
+
+    baseline = timed("import boto3", build)
+    rows = {}
+    for resource_ in cloud.stack.of_type("AWS::Lambda::Function"):
+        handler = resource_.properties["Handler"].rsplit(".", 1)[0]
+        code_dir = build / resource_.logical_id
+        ms = timed(f"import sys; sys.path.insert(0, '.'); import {handler}", code_dir)
+        rows[resource_.logical_id] = {"ms": round(ms), "vs_boto3": round(ms / baseline, 2), "module": handler}
+    slowest = max(rows.values(), key=lambda r: r["ms"])
+    slowest_dir = build / next(k for k, v in rows.items() if v is slowest)
+    trace = subprocess.run(
+        [python, "-I", "-X", "importtime", "-c", f"import sys; sys.path.insert(0, '.'); import {slowest['module']}"],
+        cwd=slowest_dir,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"AWS_DEFAULT_REGION": "us-east-1"},
+    ).stderr
+    top: Counter[str] = Counter()
+    for line in trace.splitlines()[1:]:
+        parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
+        if len(parts) == 3 and parts[2].count(".") == 0 and not parts[2].startswith(" "):
+            top[parts[2]] = max(top[parts[2]], int(parts[1]))
+    return {
+        "boto3_ms": round(baseline),
+        "handlers": rows,
+        "slowest": slowest["module"],
+        "top_imports_us": dict(top.most_common(8)),
+    }
+
+
+# --- P4 ----------------------------------------------------------------------------------------------------------
+def p4_scale(cloud: LocalCloud, sizes: list[int]) -> list[dict[str, Any]]:
+    rows = []
+    for size in sizes:
+        peak_threads = [threading.active_count()]
+        stop = threading.Event()
+
+        def sample(peak: list[int] = peak_threads, stop: threading.Event = stop) -> None:
+            while not stop.wait(0.2):
+                peak[0] = max(peak[0], threading.active_count())
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        result = run_jobs(cloud, jobs=size, in_flight=min(size, 100), seed=size, job_timeout=600)
+        stop.set()
+        rows.append(
+            {
+                **{k: v for k, v in result.as_dict().items() if k != "failures"},
+                "seconds": round(result.seconds, 1),
+                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+                "peak_threads": peak_threads[0],
+            }
+        )
+    for smaller, larger in itertools.pairwise(rows):
+        if larger["jobs"] == 2 * smaller["jobs"]:
+            larger["time_ratio_to_half"] = round(larger["seconds"] / smaller["seconds"], 2)
+    return rows
+
+
+# --- P5 ----------------------------------------------------------------------------------------------------------
+def p5_cost(p1: list[dict[str, Any]], duration_ms: float = 150.0) -> list[dict[str, Any]]:
+    """USD per 1,000 jobs on AWS, from P1's counts (Lambda billed `duration_ms` per invocation at 256 MB)."""
+    rows = []
+    for row in p1:
+        costs = {}
+        for variant in ("callback", "polling"):
+            counts = row[variant]
+            costs[variant] = round(
+                1000
+                * (
+                    counts["transitions"] * PRICES["sfn_standard_per_transition"]
+                    + counts["lambda_invocations"]
+                    * (PRICES["lambda_per_request"] + LAMBDA_GB * duration_ms / 1000 * PRICES["lambda_per_gb_second"])
+                    + counts["dynamodb_writes"] * PRICES["dynamodb_per_write_request"]
+                    + counts["dynamodb_reads"] * PRICES["dynamodb_per_read_request"]
+                ),
+                4,
+            )
+        rows.append({"job_minutes": row["job_minutes"], **{f"{k}_usd_per_1000_jobs": v for k, v in costs.items()}})
+    return rows
+
+
+# --- report ------------------------------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+    }
+
+
+def markdown(results: dict[str, Any]) -> str:
+    m = results["machine"]
+    lines = [
+        "# Performance (make bench)",
+        "",
+        f"Measured {m['date']} on {m['cpus']} cores, {m['memory_gb']} GB, Python {m['python']}, {m['platform']}; the",
+        "offline cloud of this repository (moto's Step Functions interpreter, the functions' packages in workers).",
+        "Offline figures say how the design behaves, not what AWS's own latencies are.",
+        "Raw figures: .aws-sam/bench/results.json.",
+        "",
+        "## P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)",
+        "",
+        "| job | callback transitions | polling transitions | ratio | callback Lambda / DynamoDB w+r / events |"
+        " polling Describe calls |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in results["p1"]:
+        c, p = row["callback"], row["polling"]
+        lines.append(
+            f"| {row['job_minutes']} min | {c['transitions']} | {p['transitions']} | "
+            f"{row['transitions_ratio_polling_to_callback']}x | {c['lambda_invocations']} / "
+            f"{c['dynamodb_writes']}+{c['dynamodb_reads']} / {c['events']} | {p['describe_calls']} |"
+        )
+    lines += ["", "## P2 resume latency (event put -> task closed)", "", "| in flight | jobs | p50 | p95 | p99 |"]
+    lines.append("|---|---|---|---|---|")
+    for row in results["p2"]:
+        lines.append(
+            f"| {row['in_flight']} | {row['jobs']} | {row['p50_ms']} ms | {row['p95_ms']} ms | {row['p99_ms']} ms |"
+        )
+    p3 = results["p3"]
+    lines += [
+        "",
+        f"## P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
+        "",
+        "| function | ms | x boto3 |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {row['ms']} | {row['vs_boto3']} |" for name, row in sorted(p3["handlers"].items())]
+    top = ", ".join(f"{name} {us / 1000:.0f} ms" for name, us in p3["top_imports_us"].items())
+    lines += ["", f"Top imports of {p3['slowest']} (cumulative): {top}."]
+    lines += [
+        "",
+        "## P4 N callback jobs (100 in flight)",
+        "",
+        "| N | seconds | lost | duplicated | failed | peak RSS MB | peak threads | time(N)/time(N/2) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in results["p4"]:
+        lines.append(
+            f"| {row['jobs']} | {row['seconds']} | {row['lost']} | {row['duplicated']} | {row['failed']} | "
+            f"{row['peak_rss_mb']} | {row['peak_threads']} | {row.get('time_ratio_to_half', '')} |"
+        )
+    lines += [
+        "",
+        f"## P5 cost per 1,000 jobs on AWS (prices read {PRICES['read_on']}, us-east-1, in tests/bench/bench.py)",
+        "",
+        "| job | callback USD | polling USD |",
+        "|---|---|---|",
+    ]
+    for row in results["p5"]:
+        lines.append(
+            f"| {row['job_minutes']} min | {row['callback_usd_per_1000_jobs']} | {row['polling_usd_per_1000_jobs']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.bench.bench", description=__doc__)
+    parser.add_argument("--sizes", default="500,1000,2000", help="P4's job counts")
+    parser.add_argument("--quick", action="store_true", help="small sizes, to check the bench itself")
+    args = parser.parse_args(argv)
+    sizes = [50, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
+    parameters = {"ReconcileAfterSeconds": "100000", "LogLevel": "WARNING", "TaskTimeoutSeconds": "3600"}
+    out = ROOT / ".aws-sam" / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    config = CloudConfig(
+        template=ROOT / "template.yaml",
+        stack_name="bench",
+        aws_port=0,
+        http_port=0,
+        parameters=parameters,
+        async_retry_delay_seconds=0.1,
+        function_log=out / "functions.log",
+    )
+    results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
+    with LocalCloud(config) as cloud:
+        print("P3 cold starts", flush=True)
+        results["p3"] = p3_cold_starts(cloud, runs=3 if args.quick else 5)
+        print("P1 transitions per job", flush=True)
+        results["p1"] = p1_transitions(cloud)
+        print("P2 resume latency", flush=True)
+        scale = 0.2 if args.quick else 1.0
+        results["p2"] = [
+            p2_latency(cloud, jobs=int(jobs * scale), in_flight=in_flight)
+            for jobs, in_flight in ((50, 1), (200, 20), (500, 100))
+        ]
+        print(f"P4 scale {sizes}", flush=True)
+        results["p4"] = p4_scale(cloud, sizes)
+    results["p5"] = p5_cost(results["p1"])
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    report = markdown(results)
+    (ROOT / "docs" / "performance.md").write_text(report)
+    print(report)
+    lost = sum(row["lost"] + row["duplicated"] for row in results["p4"])
+    return 1 if lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
