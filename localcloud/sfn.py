@@ -6,6 +6,7 @@ each one and fails if moto changes underneath (the patched attribute disappears 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -25,6 +26,8 @@ from moto.core.responses import EmptyResult
 from moto.events.models import events_backends
 from moto.settings import moto_server_port
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, TaskDoesNotExist, TaskTimedOut
+from moto.stepfunctions.parser.asl.component.component import Component
+from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
@@ -41,6 +44,7 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
+from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -296,6 +300,36 @@ def _branch_routine(self: BranchWorker) -> None:
         self._branch_worker_comm.on_terminated(env=self.env)
 
 
+# --- one parse per definition (scale) ----------------------------------------------------------------------------
+@functools.lru_cache(maxsize=128)
+def _parsed(definition: str) -> EvalComponent:
+    """moto parses the ASL for every execution (186 ms for documents.asl.json, ANTLR in pure Python). The parsed
+    program holds configuration only (an execution's state lives in its Environment), so one parse serves every
+    execution of a definition. Each component's lazily made heap key is made here, once, before the program is
+    shared between threads."""
+    program: EvalComponent = AmazonStateLanguageParser.parse(definition)[0]
+    seen: set[int] = set()
+    pending: list[Any] = [program]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, EvalComponent):
+            _ = node.heap_key
+        if isinstance(node, (list, tuple, set)):
+            pending.extend(node)
+        elif isinstance(node, dict):
+            pending.extend(node.values())
+        elif isinstance(node, Component) or (hasattr(node, "__dict__") and type(node).__module__.startswith("moto.")):
+            pending.extend(vars(node).values())
+    return program
+
+
+def _evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
+    return _parsed(self._evaluation_details.state_machine_details.definition)
+
+
 # --- one client per service (gap 11) -----------------------------------------------------------------------------
 _clients: dict[tuple[str, str, str | None], Any] = {}
 _clients_lock = threading.Lock()
@@ -340,4 +374,5 @@ def install() -> None:
     StepFunctionsParserBackend.send_task_failure = _send_task_failure_by_key  # type: ignore[method-assign,assignment]
     StepFunctionsParserBackend.send_task_heartbeat = _send_task_heartbeat_by_key  # type: ignore[method-assign,assignment]
     BranchWorker._thread_routine = _branch_routine  # type: ignore[method-assign]
+    ExecutionWorker._get_evaluation_entrypoint = _evaluation_entrypoint  # type: ignore[method-assign]
     _install_shared_clients()

@@ -10,6 +10,7 @@ import json
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -54,8 +55,9 @@ def busy_switching() -> Iterator[None]:
 def _conditional_put_winners(put: Callable[..., Any], rounds: int = 100, contenders: int = 8) -> list[int]:
     """For each round, `contenders` threads put the same new key with attribute_not_exists at the same instant;
     return how many won each round."""
+    table = f"locks-{uuid.uuid4().hex[:8]}"
     boto3.client("dynamodb", region_name=REGION).create_table(
-        TableName="locks",
+        TableName=table,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
@@ -71,7 +73,7 @@ def _conditional_put_winners(put: Callable[..., Any], rounds: int = 100, contend
         ) -> None:
             start.wait()
             try:
-                put(backend, "locks", {"pk": {"S": key}, "holder": {"S": str(who)}}, None, "attribute_not_exists(pk)")
+                put(backend, table, {"pk": {"S": key}, "holder": {"S": str(who)}}, None, "attribute_not_exists(pk)")
                 won.append(who)
             except Exception:  # noqa: BLE001, S110 - ConditionalCheckFailed: the others lost, as they should
                 pass
@@ -118,7 +120,9 @@ def _starting_execution() -> Iterator[StepFunctionsParserBackend]:
         client = boto3.client("stepfunctions", region_name=REGION)
         definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
         machine = client.create_state_machine(
-            name="starting", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r"
+            name=f"starting-{uuid.uuid4().hex[:8]}",
+            definition=json.dumps(definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
         )["stateMachineArn"]
         client.start_execution(stateMachineArn=machine)
         assert reached.wait(timeout=30)
@@ -214,7 +218,9 @@ def _status(client: Any, execution: str) -> str:
 def test_stop_execution_aborts_the_execution_wherever_it_is(aws: None, definition: dict[str, Any]) -> None:
     client = boto3.client("stepfunctions", region_name=REGION)
     machine = client.create_state_machine(
-        name="stopped", definition=json.dumps(definition), roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r"
+        name=f"stopped-{uuid.uuid4().hex[:8]}",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
     )["stateMachineArn"]
     # When executions are stopped at once and a little later, 20 times (a Parallel stopped before its branches set
     # their next state used to wait for ever)
