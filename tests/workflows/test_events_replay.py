@@ -61,18 +61,23 @@ def test_each_sample_runs_through_its_packaged_function(cloud: LocalCloud, sampl
         assert response["errorType"] in NAMED_ERRORS, response
 
 
-def test_the_invoke_command_prints_the_response_and_the_logs_apart() -> None:
-    # Given a sample for the registration function
-    sample = ROOT / "events" / "register_token.register.json"
-    # When `python -m localcloud invoke` runs it (as `sam local invoke` would)
-    done = subprocess.run(
-        [sys.executable, "-m", "localcloud", "invoke", "RegisterTokenFunction", "-e", str(sample)],
+def invoke_command(event: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m localcloud invoke RegisterTokenFunction -e <event>`, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "localcloud", "invoke", "RegisterTokenFunction", "-e", str(event)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
     )
+
+
+def test_the_invoke_command_prints_the_response_and_the_logs_apart() -> None:
+    # Given a sample for the registration function
+    sample = ROOT / "events" / "register_token.register.json"
+    # When `python -m localcloud invoke` runs it (as `sam local invoke` would)
+    done = invoke_command(sample)
     # Then the response is the only thing on stdout, the function's log lines are on stderr, and it exits 0
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"status": "REGISTERED"}
@@ -84,14 +89,7 @@ def test_the_invoke_command_exits_non_zero_when_the_function_fails(tmp_path: Pat
     event = tmp_path / "bad.json"
     event.write_text(json.dumps({"service": "translate"}))
     # When it is invoked
-    done = subprocess.run(
-        [sys.executable, "-m", "localcloud", "invoke", "RegisterTokenFunction", "-e", str(event)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    done = invoke_command(event)
     # Then Lambda's error payload is printed and the exit code says it failed
     assert done.returncode == 1
     assert json.loads(done.stdout)["errorType"] == "ValidationError"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,9 @@ from localcloud.cloud import LocalCloud
 from localcloud.demo import DOCUMENTS, SAMPLE_PREFIX, SignedClient, seed_documents
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
+from tests.workflows.test_api import follow
 
 ROOT = Path(__file__).resolve().parents[2]
-TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "CANCELLED"}
 
 
 def readme_example() -> dict[str, Any]:
@@ -66,19 +65,6 @@ def served(cloud: LocalCloud) -> LocalCloud:
     cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, speedup=speedup))
     cloud.add_simulator(MacieSimulator(region, delay_seconds=180, speedup=speedup))
     return cloud
-
-
-def follow(api: SignedClient, location: str, timeout: float = 40) -> dict[str, Any]:
-    """Poll the status resource, as the README's second curl does, until the task has ended."""
-    deadline = time.monotonic() + timeout
-    while True:
-        response = api.request("GET", location)
-        assert response.status_code == 200, response.text
-        task: dict[str, Any] = response.json()
-        if task["status"] in TERMINAL:
-            return task
-        assert time.monotonic() < deadline, f"task still {task['status']} after {timeout} s"
-        time.sleep(0.1)
 
 
 def test_the_readme_documents_task_succeeds_on_the_seeded_documents(
