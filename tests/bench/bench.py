@@ -36,6 +36,7 @@ from typing import Any
 from moto.dynamodb.models import DynamoDBBackend
 
 from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.demo import route_logs
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambdas import runtime_python
 from localcloud.simulators.translate import TranslateSimulator
@@ -423,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         function_log=out / "functions.log",
     )
     results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
+    route_logs(out / "functions.log")  # moto's warnings and internal errors with the functions' logs, not on screen
     with LocalCloud(config) as cloud:
         print("P3 cold starts", flush=True)
         results["p3"] = p3_cold_starts(cloud, runs=3 if args.quick else 5)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from localcloud.cloud import LocalCloud
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.events import as_service
@@ -126,13 +128,16 @@ def run_jobs(
 
     def watch_ends() -> None:
         while not (done.is_set() and not running):
-            listed = {
-                e["executionArn"]
-                for page in sfn.get_paginator("list_executions").paginate(
-                    stateMachineArn=machine, statusFilter="RUNNING"
-                )
-                for e in page["executions"]
-            }
+            try:
+                listed = {
+                    e["executionArn"]
+                    for page in sfn.get_paginator("list_executions").paginate(
+                        stateMachineArn=machine, statusFilter="RUNNING"
+                    )
+                    for e in page["executions"]
+                }
+            except ClientError:  # moto's page token names an execution that ended meanwhile: list again
+                continue
             with lock:
                 ended = [arn for arn, deadline in running.items() if arn not in listed or deadline < time.monotonic()]
                 for arn in ended:
