@@ -156,6 +156,8 @@ class Worker:
         )
         os.close(to_worker_r)
         os.close(from_worker_w)
+        self._poller = select.poll()
+        self._poller.register(self._from_worker, select.POLLIN)
         threading.Thread(target=self._pump_logs, name=f"logs-{spec.name}", daemon=True).start()
 
     def _environment(self, endpoint: str, region: str) -> dict[str, str]:
@@ -214,8 +216,7 @@ class Worker:
             if self.rss_mb() > self.spec.memory_mb:
                 self.kill()
                 raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
-            ready, _, _ = select.select([self._from_worker], [], [], 0.05)
-            if ready:
+            if self._poller.poll(50):  # poll, not select: a busy cloud has descriptors past select's 1024
                 chunk = os.read(self._from_worker, 1 << 20)
                 if not chunk:
                     code = self.process.wait()
@@ -451,8 +452,11 @@ class LambdaRuntime:
                     return
                 except FunctionError as exc:
                     error = exc.payload
-                    if attempt < attempts:
-                        time.sleep(self.retry_delay_seconds * attempt)
+                except Exception as exc:  # the offline runtime's own failure: an attempt lost, never the event
+                    LOG.exception("asynchronous invocation of %s failed to run", fn.function_name)
+                    error = {"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []}
+                if attempt < attempts:
+                    time.sleep(self.retry_delay_seconds * attempt)
             LOG.warning("%s failed %d times; on-failure destination %s", fn.function_name, attempts, config.on_failure)
             if config.on_failure:
                 self.send_to_destination(config.on_failure, _failure_record(fn, event, error, attempts))

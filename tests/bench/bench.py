@@ -424,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
         function_log=out / "functions.log",
     )
     results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
+    (out / "functions.log").write_text("")  # this run's logs only
     route_logs(out / "functions.log")  # moto's warnings and internal errors with the functions' logs, not on screen
     with LocalCloud(config) as cloud:
         print("P3 cold starts", flush=True)
