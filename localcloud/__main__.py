@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.cloud import CloudConfig, LocalCloud, log_path
 from localcloud.simulators import Simulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
@@ -78,10 +78,9 @@ def serve(config: CloudConfig) -> int:
 def demo(config: CloudConfig) -> int:
     """Every workflow end to end, showing only progress and a summary: the functions' logs, moto's, werkzeug's and
     warnings go to a log file of the demo's own (emptied first, apart from a `make local`'s), whose path it prints."""
-    from localcloud.build import build_dir
     from localcloud.demo import route_logs, run_all
 
-    log_file = config.function_log or build_dir(config.template).parent / "localcloud" / f"{config.stack_name}-demo.log"
+    log_file = config.function_log or log_path(config.template, f"{config.stack_name}-demo")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.write_text("")
     config, simulated = _simulated_services(replace(config, function_log=log_file))

@@ -57,9 +57,9 @@ def ensure_built(template: Path, python: Path) -> Path:
         )
         if done.returncode != 0:
             # A failed cached build can leave SAM believing its dependency folder is current; start afresh next time.
-            for stale in ("cache", "deps", "build.toml"):
-                shutil.rmtree(target.parent / stale, ignore_errors=True)
-                (target.parent / stale).unlink(missing_ok=True) if stale.endswith(".toml") else None
+            shutil.rmtree(target.parent / "cache", ignore_errors=True)
+            shutil.rmtree(target.parent / "deps", ignore_errors=True)
+            (target.parent / "build.toml").unlink(missing_ok=True)
             raise BuildError(f"sam build failed for {template}:\n{done.stdout}\n{done.stderr}")
         stamp.write_text(fingerprint)
         return built

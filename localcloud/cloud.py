@@ -54,6 +54,11 @@ EXECUTE_API_URL = re.compile(
 )
 
 
+def log_path(template: Path, name: str) -> Path:
+    """Where the offline cloud of `template` writes a log file: .aws-sam/localcloud/<name>.log beside it."""
+    return build_dir(template).parent / "localcloud" / f"{name}.log"
+
+
 @dataclass
 class CloudConfig:
     template: Path = Path("template.yaml")
@@ -101,9 +106,7 @@ class CloudConfig:
 class LocalCloud:
     def __init__(self, config: CloudConfig) -> None:
         self.config = config
-        self.function_log = config.function_log or (
-            build_dir(config.template).parent / "localcloud" / f"{config.stack_name}.log"
-        )
+        self.function_log = config.function_log or log_path(config.template, config.stack_name)
         self._log_file: TextIO | None = None
         self._log_lock = threading.Lock()
         self.runtime = LambdaRuntime(
@@ -151,7 +154,7 @@ class LocalCloud:
 
         self.stack = deploy(built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
         self._configure_async_invokes()
-        self._configure_concurrency()
+        self._configure_log_formats()
         self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
@@ -191,7 +194,7 @@ class LocalCloud:
 
     # --- access ---------------------------------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        """A boto3 client on the offline cloud (in-process, like the handlers' own clients)."""
+        """A boto3 client on the offline cloud, in-process (the functions' workers reach it through `aws_endpoint`)."""
         return boto3.client(service, region_name=self.config.region)  # type: ignore[call-overload]
 
     def invoke_function(self, logical_id: str, event: Any) -> tuple[Any, bool]:
@@ -269,11 +272,11 @@ class LocalCloud:
 
         return {key: local(value) for key, value in self.stack.outputs.items()}
 
-    def _configure_concurrency(self) -> None:
+    def _configure_log_formats(self) -> None:
         for resource in self.stack.of_type("AWS::Lambda::Function"):
-            reserved = resource.properties.get("ReservedConcurrentExecutions")
-            if reserved is not None:
-                self.runtime.reserved_concurrency[resource.physical_id] = int(reserved)
+            log_format = resource.properties.get("LoggingConfig", {}).get("LogFormat")
+            if log_format:
+                self.runtime.log_formats[resource.physical_id] = str(log_format)
 
     def _function_log_line(self, function_name: str, line: str) -> None:
         with self._log_lock:

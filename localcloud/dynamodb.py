@@ -28,14 +28,13 @@ OPERATIONS = (
     "execute_transaction",
     "batch_execute_statement",
 )
-_locks: dict[int, threading.RLock] = {}
 _locks_guard = threading.Lock()
 
 
 def lock(backend: DynamoDBBackend) -> threading.RLock:
     """The lock every item operation of `backend` runs under (hold it to read or change several items at once)."""
     with _locks_guard:
-        return _locks.setdefault(id(backend), threading.RLock())
+        return backend.__dict__.setdefault("localcloud_lock", threading.RLock())  # type: ignore[no-any-return]
 
 
 def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:

@@ -2,7 +2,7 @@
 
 moto has no invoke path for HTTP APIs, so this server plays API Gateway's part the way ``sam local start-api``
 does: it turns real HTTP requests into payload format 2.0 events, hands them to ``invoke`` (the offline cloud's
-in-process Lambda dispatcher) and turns the function's result back into an HTTP response.
+Lambda dispatcher) and turns the function's result back into an HTTP response.
 
 Emulated, following API Gateway rather than ``sam local`` where the two differ:
 

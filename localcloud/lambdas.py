@@ -43,12 +43,12 @@ from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
+from localcloud.build import PROJECT_ROOT
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential
 
 LOG = logging.getLogger("localcloud.lambda")
 BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 ACCOUNT_CONCURRENCY = 1000  # Lambda's default account limit of concurrent executions per Region
 INIT_LIMIT_SECONDS = 10.0  # Lambda's limit on a function's init phase
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -118,8 +118,7 @@ class FunctionSpec:
     log_format: str
 
     @classmethod
-    def of(cls, fn: LambdaFunction, code_dir: Path) -> FunctionSpec:
-        logging_config = getattr(fn, "logging_config", None) or {}
+    def of(cls, fn: LambdaFunction, code_dir: Path, log_format: str) -> FunctionSpec:
         return cls(
             name=fn.function_name,
             arn=fn.function_arn,
@@ -129,7 +128,7 @@ class FunctionSpec:
             timeout_seconds=float(fn.timeout),
             runtime=fn.run_time,
             environment={k: str(v) for k, v in (fn.environment_vars or {}).items()},
-            log_format=str(logging_config.get("LogFormat", "Text")),
+            log_format=log_format,
         )
 
 
@@ -258,15 +257,16 @@ class Worker:
             )
         finally:
             duration = (time.monotonic() - started) * 1000
+            peak_mb = self.max_rss_mb()
             init = f"\tInit Duration: {self.init_ms:.2f} ms" if self.init_ms is not None else ""
             self.init_ms = None
             self.log(spec.name, f"END RequestId: {request_id}")
             self.log(
                 spec.name,
                 f"REPORT RequestId: {request_id}\tDuration: {duration:.2f} ms\tMemory Size: {spec.memory_mb} MB"
-                f"\tMax Memory Used: {self.max_rss_mb()} MB{init}",
+                f"\tMax Memory Used: {peak_mb} MB{init}",
             )
-        if self.max_rss_mb() > spec.memory_mb:  # the peak passed the limit between two samples: Lambda kills there
+        if peak_mb > spec.memory_mb:  # the peak passed the limit between two samples: Lambda kills there
             self.kill()
             raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
         if "error" in reply:
@@ -385,7 +385,8 @@ class LambdaRuntime:
         self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
         self.python = runtime_python()
         self.account_concurrency = ACCOUNT_CONCURRENCY
-        self.reserved_concurrency: dict[str, int] = {}  # function name -> ReservedConcurrentExecutions
+        # function name -> LoggingConfig.LogFormat, which moto's Lambda does not keep (it keeps the rest of a function)
+        self.log_formats: dict[str, str] = {}
         self.async_configs: dict[str, AsyncConfig] = {}
         self.send_to_destination: Callable[[str, dict[str, Any]], None] = lambda arn, record: None
         self._pools: dict[str, FunctionPool] = {}
@@ -497,8 +498,10 @@ class LambdaRuntime:
         with self._pools_lock:
             pool = self._pools.get(fn.function_name)
             if pool is None:
-                spec = FunctionSpec.of(fn, (self.root / fn.code["S3Key"]).resolve())
-                limit = self.reserved_concurrency.get(fn.function_name, self.account_concurrency)
+                code_dir = (self.root / fn.code["S3Key"]).resolve()
+                spec = FunctionSpec.of(fn, code_dir, self.log_formats.get(fn.function_name, "Text"))
+                reserved = fn.reserved_concurrency  # ReservedConcurrentExecutions, as CloudFormation or the API set it
+                limit = self.account_concurrency if reserved is None else int(reserved)
                 pool = self._pools[fn.function_name] = FunctionPool(spec, limit, self._start_worker)
             return pool
 

@@ -116,9 +116,7 @@ def _params(body: bytes | str | None, url: str, operation: OperationModel) -> di
     """The call's parameters: the JSON body, plus URI labels and query-string members for rest-json services."""
     params: dict[str, Any] = json.loads(body) if body else {}
     parts = urlsplit(url)
-    template = operation.http.get("requestUri", "/").split("?")[0]
-    pattern = re.sub(r"\\{(\w+)(?:\\\+)?\\}", r"(?P<\1>[^?]+)", re.escape(template))
-    match = re.fullmatch(pattern, parts.path)
+    match = _uri_pattern(operation).fullmatch(parts.path)
     query = parse_qs(parts.query)
     if operation.input_shape is not None:
         for member, shape in operation.input_shape.members.items():
@@ -129,6 +127,13 @@ def _params(body: bytes | str | None, url: str, operation: OperationModel) -> di
                 values = query[label]
                 params[member] = values if shape.type_name == "list" else _scalar(values[0], shape.type_name)
     return params
+
+
+def _uri_pattern(operation: OperationModel) -> re.Pattern[str]:
+    """The operation's requestUri as a regex: `{Label}` one path segment, `{Label+}` (greedy) the rest."""
+    template = re.escape(operation.http.get("requestUri", "/").split("?")[0])
+    greedy = re.sub(r"\\{(\w+)\\\+\\}", r"(?P<\1>[^?]+)", template)
+    return re.compile(re.sub(r"\\{(\w+)\\}", r"(?P<\1>[^/?]+)", greedy))
 
 
 def _scalar(value: str, type_name: str) -> Any:
@@ -177,8 +182,7 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
         simulator, operation = found
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
-        url = environ.get("PATH_INFO", "/") + ("?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else "")
-        status, headers, payload = _answer(simulator, operation, _params(body, url, operation))
+        status, headers, payload = _answer(simulator, operation, _params(body, _raw_uri(environ), operation))
         start_response(f"{status} {HTTPStatus(status).phrase}", list(headers.items()))
         return [payload]
 
@@ -195,14 +199,18 @@ def _operation_of(environ: dict[str, Any]) -> tuple[Simulator, OperationModel] |
         target = environ.get("HTTP_X_AMZ_TARGET")
         if target:
             return simulator, model.operation_model(target.rpartition(".")[2])
-        path, method = environ.get("PATH_INFO", "/"), environ.get("REQUEST_METHOD", "GET")
+        path, method = urlsplit(_raw_uri(environ)).path, environ.get("REQUEST_METHOD", "GET")
         for name in model.operation_names:
             operation = model.operation_model(name)
-            template = operation.http.get("requestUri", "/").split("?")[0]
-            pattern = re.sub(r"\\{\w+(?:\\\+)?\\}", "[^/?]+", re.escape(template))
-            if operation.http.get("method") == method and re.fullmatch(pattern, path):
+            if operation.http.get("method") == method and _uri_pattern(operation).fullmatch(path):
                 return simulator, operation
     return None
+
+
+def _raw_uri(environ: dict[str, Any]) -> str:
+    """The request's path and query as the client sent them (PATH_INFO is already percent-decoded)."""
+    query = environ.get("QUERY_STRING")
+    return str(environ.get("RAW_URI") or environ.get("PATH_INFO", "/") + (f"?{query}" if query else ""))
 
 
 class _Raw:

@@ -5,7 +5,8 @@
 P1  state transitions, Lambda invocations and service calls per async job: callback vs a polling loop (Wait 30 s ->
     DescribeTextTranslationJob -> Choice) on the same engine, for jobs of 1, 15 and 60 minutes (simulated time);
 P2  resume latency (completion event put -> the waiting task closed), p50/p95/p99, sequential and 20 / 100 in flight;
-P3  cold start of every packaged handler on the clean runtime interpreter / a bare `import boto3`, with the top
+P3  cold start of the packaged handler of every function the bench deploys (the export is off there) on the clean
+    runtime interpreter / a bare `import boto3`, with the top
     import costs of the slowest;
 P4  N callback jobs at once: wall time, lost, duplicated, peak RSS, peak threads, time(2N)/time(N);
 P5  cost per 1,000 jobs on AWS from the P1 counts and the public prices in PRICES.

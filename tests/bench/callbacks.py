@@ -183,10 +183,6 @@ def run_jobs(
     return result
 
 
-def _ended(sfn: Any, arn: str) -> bool:
-    return sfn.describe_execution(executionArn=arn)["status"] != "RUNNING"
-
-
 def _dead_letters(cloud: LocalCloud) -> int:
     attributes = cloud.client("sqs").get_queue_attributes(
         QueueUrl=cloud.stack.outputs["ResumeDeadLetterQueueUrl"], AttributeNames=["ApproximateNumberOfMessages"]

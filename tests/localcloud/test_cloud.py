@@ -193,7 +193,7 @@ def test_template_error_fails_with_sams_message(cloud: LocalCloud) -> None:
     assert str(raised.value) == "Resource with id [ConsumerWork] is invalid. Missing required property 'Queue'."
 
 
-# --- 2. in-process Lambda ---------------------------------------------------------------------------------------------
+# --- 2. Lambda (workers) ------------------------------------------------------------------------------------------
 def test_invoke_applies_each_functions_own_environment_and_context(cloud: LocalCloud) -> None:
     # Given EchoFunction and OtherFunction: the same code, different ONLY_ECHO, GREETING from Globals
     # When each is invoked through the Lambda Invoke API

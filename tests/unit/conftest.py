@@ -1,7 +1,7 @@
 """Fixtures for the unit tests: moto with the token table and the functions' environment from template.yaml.
 
 moto's fixes from localcloud.sfn are installed so that StopExecution ends a callback wait at once, as on AWS (gap 4 in
-../shared/notes/offline-cloud.md); without them a stopped execution waits on and a late SendTaskSuccess is accepted.
+docs/offline-cloud.md); without them a stopped execution waits on and a late SendTaskSuccess is accepted.
 """
 
 from __future__ import annotations
