@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -30,6 +31,7 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 
 from localcloud import dynamodb, events, logs, pollers, sfn, simulators
+from localcloud.patches import SPEED, Patches
 from localcloud.build import build_dir, ensure_built
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
@@ -103,12 +105,28 @@ class CloudConfig:
         return cls(**values)
 
 
+class _Dispatcher(DomainDispatcherApplication):
+    """moto's server app, finding each request's backend once per host: moto matches the host against every
+    service's URL patterns, for every request, under one lock that all requests share."""
+
+    def __init__(self, create_app: Callable[[Any], Any]) -> None:
+        super().__init__(create_app)
+        self._backends: dict[str | None, Any] = {}
+
+    def get_backend_for_host(self, host: str | None) -> Any:
+        if host not in self._backends:
+            self._backends[host] = super().get_backend_for_host(host)
+        return self._backends[host]
+
+
 class LocalCloud:
     def __init__(self, config: CloudConfig) -> None:
         self.config = config
         self.function_log = config.function_log or log_path(config.template, config.stack_name)
         self._log_file: TextIO | None = None
         self._log_lock = threading.Lock()
+        self._clients: dict[str, Any] = {}
+        self._clients_lock = threading.Lock()
         self.runtime = LambdaRuntime(
             build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
         )
@@ -129,6 +147,8 @@ class LocalCloud:
         }.items():
             os.environ.setdefault(name, value)
         self._mock.start()
+        self._patches = Patches(SPEED)
+        self._patches.install()
         sfn.install()
         dynamodb.install()
         self.runtime.install()
@@ -143,7 +163,7 @@ class LocalCloud:
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per AWS call
         # moto's server app behind the simulators' (requests signed for a simulated service go to its simulator).
-        app = simulators.wsgi(DomainDispatcherApplication(create_backend_app))
+        app = simulators.wsgi(_Dispatcher(create_backend_app))
         self.server: BaseWSGIServer = make_server(
             cfg.host, cfg.aws_port, app, threaded=True, request_handler=MotoRequestHandler
         )
@@ -182,6 +202,7 @@ class LocalCloud:
         self.runtime.stop()
         self.server.shutdown()
         self.server.server_close()
+        self._patches.uninstall()
         self._mock.stop()
         if self._log_file:
             self._log_file.close()
@@ -194,8 +215,13 @@ class LocalCloud:
 
     # --- access ---------------------------------------------------------------------------------------------------
     def client(self, service: str) -> Any:
-        """A boto3 client on the offline cloud, in-process (the functions' workers reach it through `aws_endpoint`)."""
-        return boto3.client(service, region_name=self.config.region)  # type: ignore[call-overload]
+        """A boto3 client on the offline cloud, in-process (the functions' workers reach it through `aws_endpoint`).
+        One per service, created under a lock: botocore clients are thread-safe once made, creating them is not
+        (and costs milliseconds)."""
+        with self._clients_lock:
+            if service not in self._clients:
+                self._clients[service] = boto3.client(service, region_name=self.config.region)  # type: ignore[call-overload]
+            return self._clients[service]
 
     def invoke_function(self, logical_id: str, event: Any) -> tuple[Any, bool]:
         """Invoke a function of the stack by its logical ID and wait for it (as `sam local invoke`): its response,

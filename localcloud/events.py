@@ -24,8 +24,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
-from jsonpath_ng.ext import parse as jsonpath  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
+
+from localcloud.patches import cached_jsonpath_ext as jsonpath
 
 LOG = logging.getLogger("localcloud.events")
 

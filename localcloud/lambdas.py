@@ -33,6 +33,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -307,7 +308,13 @@ class Worker:
 
 
 class FunctionPool:
-    """The execution environments of one function: warm workers are reused, more start up to `limit`."""
+    """The execution environments of one function: warm workers are reused, more start up to `limit`.
+
+    An invocation that finds no idle worker starts one and takes whichever worker is free first, the new one or one
+    a finished invocation gives back. One environment of a function starts at a time: Lambda gives each environment
+    a CPU of its own, here they all share the machine's few cores, where a burst of cold starts would cost seconds
+    of CPU and a warm worker frees up every few milliseconds. A failed init is reported to one waiting invocation,
+    as Lambda reports it to the invocation that started the environment."""
 
     def __init__(self, spec: FunctionSpec, limit: int, start_worker: Callable[[FunctionSpec], Worker]) -> None:
         self.spec = spec
@@ -315,6 +322,9 @@ class FunctionPool:
         self._start_worker = start_worker
         self._idle: list[Worker] = []
         self._count = 0  # idle + busy + starting
+        self._starting = 0
+        self._waiting = 0
+        self._failed_inits: deque[Exception] = deque()
         self._freed = threading.Condition()
         self._stopped = False
         self.cold_starts = 0
@@ -322,7 +332,7 @@ class FunctionPool:
     def invoke(self, event: Any, wait: bool) -> Any:
         request_id = str(uuid.uuid4())
         try:
-            worker = self._acquire(wait)  # a cold start runs the init here, and may fail it
+            worker = self._acquire(wait)
         except FunctionError as exc:
             exc.payload["requestId"] = exc.payload.get("requestId") or request_id
             raise
@@ -338,21 +348,37 @@ class FunctionPool:
 
     def _acquire(self, wait: bool) -> Worker:
         with self._freed:
-            while not self._idle and self._count >= self.limit:
-                if not wait:
+            while True:
+                if self._idle:
+                    return self._idle.pop()
+                if self._failed_inits:
+                    raise self._failed_inits.popleft()
+                if self._count < self.limit and not self._starting:
+                    self._count += 1
+                    self._starting += 1
+                    self.cold_starts += 1
+                    threading.Thread(target=self._start, name=f"init-{self.spec.name}", daemon=True).start()
+                elif self._count >= self.limit and not wait and not self._starting:
                     raise Throttled(f"Rate Exceeded. {self.spec.name} is at its concurrency limit of {self.limit}")
-                self._freed.wait()
-            if self._idle:
-                return self._idle.pop()
-            self._count += 1
-            self.cold_starts += 1
+                self._waiting += 1
+                try:
+                    self._freed.wait()
+                finally:
+                    self._waiting -= 1
+
+    def _start(self) -> None:
         try:
-            return self._start_worker(self.spec)
-        except BaseException:
+            worker = self._start_worker(self.spec)  # the init runs here, and may fail
+        except Exception as exc:  # noqa: BLE001 - handed to a waiting invocation, which raises it
             with self._freed:
                 self._count -= 1
+                self._starting -= 1
+                self._failed_inits.append(exc)
                 self._freed.notify()
-            raise
+            return
+        with self._freed:
+            self._starting -= 1
+        self._release(worker)
 
     def _release(self, worker: Worker) -> None:
         with self._freed:
@@ -366,7 +392,7 @@ class FunctionPool:
             worker.kill()
 
     def stop(self) -> None:
-        """End the idle workers now and each busy one when its invocation returns."""
+        """End the idle workers now and each busy or starting one when its invocation or init returns."""
         with self._freed:
             self._stopped = True
             idle, self._idle = self._idle, []

@@ -50,6 +50,8 @@ class Simulator:
         self.delay_seconds = delay_seconds
         self.speedup = speedup
         self._timers: list[threading.Timer] = []
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()  # guards the clients and the timers
         self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
 
     def now(self) -> datetime:
@@ -59,9 +61,14 @@ class Simulator:
         )
 
     def client(self, service: str) -> Any:
-        """A boto3 client of its own session: simulators work on timer threads, and creating clients of boto3's
-        shared default session from several threads at once fails now and then."""
-        return boto3.session.Session().client(service, region_name=self.region)  # type: ignore[call-overload]
+        """The simulator's boto3 client of `service`, made once under a lock: simulators work on timer threads, and
+        clients are thread-safe once made but creating them is not (and a session per call grew the offline cloud
+        by gigabytes under load)."""
+        with self._lock:
+            if service not in self._clients:
+                session = boto3.session.Session()
+                self._clients[service] = session.client(service, region_name=self.region)  # type: ignore[call-overload]
+            return self._clients[service]
 
     def later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run `action` after `seconds` of simulated time."""
@@ -75,14 +82,17 @@ class Simulator:
 
         timer = threading.Timer(seconds / self.speedup, run)
         timer.daemon = True
-        self._timers.append(timer)
+        with self._lock:
+            self._timers = [t for t in self._timers if t.is_alive()] + [timer]
         timer.start()
 
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
-        for timer in self._timers:
+        with self._lock:
+            timers = list(self._timers)
+        for timer in timers:
             timer.cancel()
-        for timer in self._timers:
+        for timer in timers:
             if timer.is_alive() and timer is not threading.current_thread():
                 timer.join(timeout=5)
 

@@ -9,13 +9,16 @@ P3  cold start of the packaged handler of every function the bench deploys (the 
     runtime interpreter / a bare `import boto3`, with the top
     import costs of the slowest;
 P4  N callback jobs at once: wall time, lost, duplicated, peak RSS, peak threads, time(2N)/time(N);
-P5  cost per 1,000 jobs on AWS from the P1 counts and the public prices in PRICES.
+P5  cost per 1,000 jobs on AWS from the P1 counts and the public prices in PRICES;
+HTTP 200 signed POST /task (documents tasks) from 20 clients at once: POST latency, tasks ended, the serving
+    process's memory before and after.
 Results: .aws-sam/bench/results.json and docs/performance.md. A report, not a test: tests assert correctness only.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -29,6 +32,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,9 +41,10 @@ from typing import Any
 from moto.dynamodb.models import DynamoDBBackend
 
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import route_logs
+from localcloud.demo import SignedClient, route_logs, seed_documents
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambdas import runtime_python
+from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.bench.callbacks import run_jobs, waiting_machine
 
@@ -306,6 +311,70 @@ def p4_scale(cloud: LocalCloud, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
+# --- HTTP --------------------------------------------------------------------------------------------------------
+TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "CANCELLED"}
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (the offline cloud serves from it)."""
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def http_load(cloud: LocalCloud, tasks: int, clients: int, timeout: float = 600) -> dict[str, Any]:
+    """`tasks` signed POST /task from `clients` clients at once, then each task followed to its end."""
+    assert cloud.http is not None, "template.yaml declares no HTTP API"
+    region, speedup = cloud.config.region, cloud.config.speedup
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=1, speedup=speedup))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=1, speedup=speedup))
+    seed_documents(cloud, "bench-http/in/")
+    request = {
+        "type": "documents",
+        "input": {
+            "inputPrefix": "bench-http/in/",
+            "outputPrefix": "bench-http/out/",
+            "sourceLanguage": "en",
+            "targetLanguages": ["de"],
+        },
+    }
+    apis = [SignedClient(cloud.http.url, cloud.config.credentials[0], region) for _ in range(clients)]
+    gc.collect()
+    before = rss_mb()
+
+    def post(n: int) -> tuple[float, int, str]:
+        started = time.perf_counter()
+        answer = apis[n % clients].request("POST", "/task", request)
+        return (time.perf_counter() - started) * 1000, answer.status_code, answer.headers.get("Location", "")
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(clients) as pool:
+        posts = list(pool.map(post, range(tasks)))
+    posted = time.monotonic() - started
+    locations = [location for _, status, location in posts if status == 202]
+    ended: Counter[str] = Counter()
+    deadline = time.monotonic() + timeout
+    while locations and time.monotonic() < deadline:
+        statuses = {loc: apis[0].request("GET", loc).json()["status"] for loc in locations}
+        ended.update(status for status in statuses.values() if status in TERMINAL)
+        locations = [loc for loc, status in statuses.items() if status not in TERMINAL]
+        time.sleep(0.5)
+    cloud.runtime.drain()
+    gc.collect()
+    ms = sorted(m for m, _, _ in posts)
+    return {
+        "tasks": tasks,
+        "clients": clients,
+        "accepted": sum(status == 202 for _, status, _ in posts),
+        "post_p50_ms": round(statistics.median(ms), 1),
+        "post_p99_ms": round(ms[min(len(ms) - 1, int(0.99 * len(ms)))], 1),
+        "posted_seconds": round(posted, 1),
+        "ended": dict(ended),
+        "not_ended": len(locations),
+        "rss_before_mb": before,
+        "rss_after_mb": rss_mb(),
+    }
+
+
 # --- P5 ----------------------------------------------------------------------------------------------------------
 def p5_cost(p1: list[dict[str, Any]], duration_ms: float = 150.0) -> list[dict[str, Any]]:
     """USD per 1,000 jobs on AWS, from P1's counts (Lambda billed `duration_ms` per invocation at 256 MB)."""
@@ -403,6 +472,17 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(
             f"| {row['job_minutes']} min | {row['callback_usd_per_1000_jobs']} | {row['polling_usd_per_1000_jobs']} |"
         )
+    h = results["http"]
+    lines += [
+        "",
+        f"## HTTP: {h['tasks']} signed POST /task (documents tasks) from {h['clients']} clients at once",
+        "",
+        "| accepted | POST p50 | POST p99 | tasks ended | not ended | serving RSS before / after |",
+        "|---|---|---|---|---|---|",
+        f"| {h['accepted']} | {h['post_p50_ms']} ms | {h['post_p99_ms']} ms | "
+        f"{', '.join(f'{n} {s}' for s, n in sorted(h['ended'].items()))} | {h['not_ended']} | "
+        f"{h['rss_before_mb']} / {h['rss_after_mb']} MB |",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -440,13 +520,15 @@ def main(argv: list[str] | None = None) -> int:
         ]
         print(f"P4 scale {sizes}", flush=True)
         results["p4"] = p4_scale(cloud, sizes)
+        print("HTTP load", flush=True)
+        results["http"] = http_load(cloud, tasks=40 if args.quick else 200, clients=20)
     results["p5"] = p5_cost(results["p1"])
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     report = markdown(results)
     (ROOT / "docs" / "performance.md").write_text(report)
     print(report)
     lost = sum(row["lost"] + row["duplicated"] for row in results["p4"])
-    return 1 if lost else 0
+    return 1 if lost or results["http"]["not_ended"] else 0
 
 
 if __name__ == "__main__":

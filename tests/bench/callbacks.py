@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from localcloud.cloud import LocalCloud
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.events import as_service
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
-
 
 @dataclass
 class JobsResult:
@@ -48,7 +45,6 @@ class JobsResult:
     def percentile(self, p: float) -> float:
         ordered = sorted(self.resume_ms)
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
-
 
 def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
     """A state machine with one task that waits for its job's callback (created once per cloud)."""
@@ -79,6 +75,20 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
     )
     return str(created["stateMachineArn"])
 
+def ends_queue(cloud: LocalCloud, machine: str) -> str:
+    """A queue that receives the end of every execution of `machine` (Step Functions' status change events, through
+    an EventBridge rule), created once per cloud."""
+    sqs, events = cloud.client("sqs"), cloud.client("events")
+    url = str(sqs.create_queue(QueueName=f"{WAITING_MACHINE}-ends")["QueueUrl"])
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    pattern = {
+        "source": ["aws.states"],
+        "detail-type": ["Step Functions Execution Status Change"],
+        "detail": {"stateMachineArn": [machine], "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
+    }
+    events.put_rule(Name=f"{WAITING_MACHINE}-ends", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=f"{WAITING_MACHINE}-ends", Targets=[{"Id": "ends", "Arn": arn}])
+    return url
 
 def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
     """Translate's completion event for the job, put as the service puts it."""
@@ -88,8 +98,9 @@ def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
         "Detail": json.dumps({"jobId": job_id, "jobStatus": status}),
     }
     with as_service():
-        cloud.client("events").put_events(Entries=[entry])
-
+        answer = cloud.client("events").put_events(Entries=[entry])
+    if answer["FailedEntryCount"]:
+        raise RuntimeError(f"the completion of job {job_id} was refused: {answer['Entries']}")
 
 def run_jobs(
     cloud: LocalCloud,
@@ -103,14 +114,16 @@ def run_jobs(
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
     Each job's completion is put `job_seconds` (a random span) after its start, except for a fraction `early` put at
-    once (racing the registration). Ends are watched through ListExecutions by one thread, so the harness itself
-    adds little load however many jobs are in flight."""
+    once (racing the registration). Ends are watched through the executions' status change events, which a rule
+    sends to a queue, so the harness itself adds little load however many jobs are in flight."""
     machine = waiting_machine(cloud)
     rng = random.Random(seed)
     sfn = cloud.client("stepfunctions")
     dead_letters_before = _dead_letters(cloud)
     slots = threading.Semaphore(in_flight)
     running: dict[str, float] = {}  # execution ARN -> deadline
+    ended: set[str] = set()  # execution ARNs whose end event came
+    sqs = cloud.client("sqs")
     due: list[tuple[float, str]] = []  # (when, job id) completions to put
     lock, done = threading.Lock(), threading.Event()
     result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
@@ -118,33 +131,32 @@ def run_jobs(
 
     def complete_when_due() -> None:
         while not (done.is_set() and not due):
+            now = time.monotonic()
             with lock:
-                ready = [job for when, job in due if when <= time.monotonic()]
-                due[:] = [(when, job) for when, job in due if when > time.monotonic()]
+                ready = [job for when, job in due if when <= now]
+                due[:] = [(when, job) for when, job in due if when > now]
             for job_id in ready:
                 complete(cloud, job_id)
                 result.put_at[job_id] = datetime.now(UTC)
             time.sleep(0.01)
 
     def watch_ends() -> None:
+        queue = ends_queue(cloud, machine)
         while not (done.is_set() and not running):
-            try:
-                listed = {
-                    e["executionArn"]
-                    for page in sfn.get_paginator("list_executions").paginate(
-                        stateMachineArn=machine, statusFilter="RUNNING"
-                    )
-                    for e in page["executions"]
-                }
-            except ClientError:  # moto's page token names an execution that ended meanwhile: list again
-                continue
+            messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
+            messages = messages.get("Messages", [])
+            if messages:
+                sqs.delete_message_batch(
+                    QueueUrl=queue,
+                    Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)],
+                )
             with lock:
-                ended = [arn for arn, deadline in running.items() if arn not in listed or deadline < time.monotonic()]
-                for arn in ended:
+                ended.update(json.loads(m["Body"])["detail"]["executionArn"] for m in messages)
+                over = [arn for arn, deadline in running.items() if arn in ended or deadline < time.monotonic()]
+                for arn in over:
                     del running[arn]
-            for _ in ended:
+            for _ in over:
                 slots.release()
-            time.sleep(0.1)
 
     helpers = [threading.Thread(target=complete_when_due), threading.Thread(target=watch_ends)]
     for helper in helpers:
@@ -156,7 +168,10 @@ def run_jobs(
         arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
         wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
         with lock:
-            running[arn["executionArn"]] = time.monotonic() + job_timeout
+            if arn["executionArn"] in ended:  # ended before it was counted in
+                slots.release()
+            else:
+                running[arn["executionArn"]] = time.monotonic() + job_timeout
             due.append((time.monotonic() + wait, job_id))
         executions.append(arn["executionArn"])
     done.set()
@@ -181,7 +196,6 @@ def run_jobs(
             result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
-
 
 def _dead_letters(cloud: LocalCloud) -> int:
     attributes = cloud.client("sqs").get_queue_attributes(
