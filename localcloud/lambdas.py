@@ -358,7 +358,8 @@ class FunctionPool:
                     self._starting += 1
                     self.cold_starts += 1
                     threading.Thread(target=self._start, name=f"init-{self.spec.name}", daemon=True).start()
-                elif self._count >= self.limit and not wait and not self._starting:
+                elif self._count >= self.limit and not wait and self._starting <= self._waiting:
+                    # every worker is busy or starting for an invocation already waiting for it
                     raise Throttled(f"Rate Exceeded. {self.spec.name} is at its concurrency limit of {self.limit}")
                 self._waiting += 1
                 try:

@@ -549,15 +549,21 @@ class MacieSimulator(Simulator):
     def _objects(self, bucket: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         """The object summaries (ListObjectsV2 `Contents`) of `bucket` that the job's scoping and sampling select;
         [] for a bucket that cannot be listed."""
-        s3 = self.client("s3")
-        try:
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket)
-            objects = [o for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")]
-        except ClientError:
-            return []
         scoping = request["s3JobDefinition"].get("scoping", {})
         includes = scoping.get("includes", {}).get("and", [])
         excludes = scoping.get("excludes", {}).get("and", [])
+        # An included key prefix (the terms are ANDed) narrows the listing: same objects, less of the bucket to list.
+        prefixes = [
+            t["simpleScopeTerm"]["values"][0]
+            for t in includes
+            if t["simpleScopeTerm"]["key"] == "OBJECT_KEY" and len(t["simpleScopeTerm"]["values"]) == 1
+        ]
+        s3 = self.client("s3")
+        try:
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=max(prefixes, key=len, default=""))
+            objects = [o for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")]
+        except ClientError:
+            return []
         selected = [
             o
             for o in sorted(objects, key=lambda o: o["Key"])

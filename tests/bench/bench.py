@@ -327,23 +327,27 @@ def http_load(cloud: LocalCloud, tasks: int, clients: int, timeout: float = 600)
     region, speedup = cloud.config.region, cloud.config.speedup
     cloud.add_simulator(TranslateSimulator(region, delay_seconds=1, speedup=speedup))
     cloud.add_simulator(MacieSimulator(region, delay_seconds=1, speedup=speedup))
-    seed_documents(cloud, "bench-http/in/")
-    request = {
-        "type": "documents",
-        "input": {
-            "inputPrefix": "bench-http/in/",
-            "outputPrefix": "bench-http/out/",
-            "sourceLanguage": "en",
-            "targetLanguages": ["de"],
-        },
-    }
+    requests = []
+    for n in range(tasks):  # each task its own folder of the sample documents, as a user's tasks have
+        seed_documents(cloud, f"bench-http/{n}/in/")
+        requests.append(
+            {
+                "type": "documents",
+                "input": {
+                    "inputPrefix": f"bench-http/{n}/in/",
+                    "outputPrefix": f"bench-http/{n}/out/",
+                    "sourceLanguage": "en",
+                    "targetLanguages": ["de"],
+                },
+            }
+        )
     apis = [SignedClient(cloud.http.url, cloud.config.credentials[0], region) for _ in range(clients)]
     gc.collect()
     before = rss_mb()
 
     def post(n: int) -> tuple[float, int, str]:
         started = time.perf_counter()
-        answer = apis[n % clients].request("POST", "/task", request)
+        answer = apis[n % clients].request("POST", "/task", requests[n])
         return (time.perf_counter() - started) * 1000, answer.status_code, answer.headers.get("Location", "")
 
     started = time.monotonic()
