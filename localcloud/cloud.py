@@ -30,8 +30,7 @@ from moto import mock_aws
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from localcloud import dynamodb, events, logs, pollers, sfn, simulators
-from localcloud.patches import SPEED, Patches
+from localcloud import events, patches, pollers, simulators
 from localcloud.build import build_dir, ensure_built
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
@@ -147,15 +146,9 @@ class LocalCloud:
         }.items():
             os.environ.setdefault(name, value)
         self._mock.start()
-        self._patches = Patches(SPEED)
+        self._patches = patches.offline_cloud(self.runtime, self._deliver, self.send_to)
         self._patches.install()
-        sfn.install()
-        dynamodb.install()
-        self.runtime.install()
         self.runtime.send_to_destination = self.send_to
-        pollers.take_over_sqs_mappings()
-        events.install(self._deliver, self.send_to)
-        logs.install(self.runtime.invoke_async)
 
         built = ensure_built(cfg.template, self.runtime.python)
         self.function_log.parent.mkdir(parents=True, exist_ok=True)

@@ -37,19 +37,14 @@ def lock(backend: DynamoDBBackend) -> threading.RLock:
         return backend.__dict__.setdefault("localcloud_lock", threading.RLock())  # type: ignore[no-any-return]
 
 
-def _serialised(original: Callable[..., Any]) -> Callable[..., Any]:
+def serialised(name: str) -> Callable[..., Any]:
+    """moto's item operation `name`, run under its backend's lock (the replacement localcloud/patches.py installs)."""
+    original = getattr(DynamoDBBackend, name)
+
     @functools.wraps(original)
     def operation(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
         with lock(self):
             return original(self, *args, **kwargs)
 
-    operation.__localcloud_original__ = original  # type: ignore[attr-defined]
+    operation.__localcloud_original__ = getattr(original, "__localcloud_original__", original)  # type: ignore[attr-defined]
     return operation
-
-
-def install() -> None:
-    """Serialise every item operation per backend (idempotent)."""
-    for name in OPERATIONS:
-        current = getattr(DynamoDBBackend, name)
-        if not hasattr(current, "__localcloud_original__"):
-            setattr(DynamoDBBackend, name, _serialised(current))

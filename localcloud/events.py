@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import json
 import logging
 import re
@@ -24,11 +25,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from croniter import croniter
+from jsonpath_ng.ext import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
 
-from localcloud.patches import cached_jsonpath_ext as jsonpath
-
 LOG = logging.getLogger("localcloud.events")
+# A JSONPath is parsed once (jsonpath_ng builds a new parser for every parse); moto's interpreter uses it too.
+jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
 
 Deliver = Callable[[str, Any], None]  # (target ARN, input) -> None; raises when the target cannot take it
 
@@ -112,12 +114,12 @@ def render_input_template(template: str, values: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def install(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> None:
-    """Route Lambda, Step Functions and SQS targets of every rule through the offline cloud (Lambda and Step
-    Functions through `deliver`); leave the other targets to moto."""
-    original = Rule.send_to_targets
-    if getattr(original, "__localcloud__", False):
-        original = original.__wrapped__  # type: ignore[attr-defined]
+_moto_send_to_targets = Rule.send_to_targets  # moto's own, for the targets it delivers itself
+
+
+def rule_delivery(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> Callable[..., None]:
+    """The replacement of `Rule.send_to_targets` (installed by localcloud/patches.py): Lambda and Step Functions
+    targets through `deliver`, SQS targets with their Input applied; the other targets are left to moto."""
 
     def send_to_targets(self: Rule, event: dict[str, Any], transform_input: bool = True) -> None:
         if self.scheduled_expression and not self.event_pattern.get_pattern():
@@ -142,13 +144,10 @@ def install(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> None:
             else:
                 only_this = copy.copy(self)
                 only_this.targets = [target]
-                original(only_this, event, transform_input)
+                _moto_send_to_targets(only_this, event, transform_input)
 
-    send_to_targets.__localcloud__ = True  # type: ignore[attr-defined]
-    send_to_targets.__wrapped__ = original  # type: ignore[attr-defined]
     send_to_targets.all_targets = send_to_all_targets  # type: ignore[attr-defined]
-    Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]
-    EventsBackend.put_events = _put_events  # type: ignore[method-assign]
+    return send_to_targets
 
 
 # --- reserved sources -------------------------------------------------------------------------------------------
@@ -168,7 +167,7 @@ def as_service() -> Iterator[None]:
         _as_service.reset(token)
 
 
-def _put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """moto accepts any source; EventBridge refuses a client's `aws.*` one, so a forged service event cannot be
     put offline either (gap 12)."""
     if _as_service.get():
@@ -185,7 +184,7 @@ def fire(rule: Rule, event: dict[str, Any]) -> None:
     """Send a rule's own (scheduled) event to all its targets, without matching it against an event pattern."""
     send_all = getattr(Rule.send_to_targets, "all_targets", None)
     if send_all is None:
-        raise RuntimeError("localcloud.events.install() has not run")
+        raise RuntimeError("the offline cloud's EventBridge delivery is not installed (localcloud/patches.py)")
     send_all(rule, event)
 
 

@@ -1,15 +1,17 @@
 """Run the template's functions as Lambda runs them: their `sam build` artifacts, in worker processes of their own.
 
 moto without Docker answers every Invoke from `LambdaSimpleBackend.invoke`; that one method is the path of the
-Invoke API, Step Functions' `lambda:invoke` and moto's own callers, so it is replaced by a dispatcher to workers.
+Invoke API, Step Functions' `lambda:invoke` and moto's own callers, so it is replaced by a dispatcher to workers
+(`LambdaRuntime.moto_invoke`, installed by localcloud/patches.py).
 
 A worker is one execution environment: a process of the Lambda runtime interpreter (python3.13 with boto3 and
 nothing else, see `runtime_python`) running localcloud/lambda_bootstrap.py over the function's artifact directory,
 with the function's own Environment plus Lambda's reserved variables, and AWS_ENDPOINT_URL pointing at the offline
 cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
 - a worker serves one invocation at a time and stays warm for the next; concurrent invocations start more workers
-  (cold starts) up to the function's ReservedConcurrentExecutions or the account limit, beyond which a synchronous
-  invoke is throttled (TooManyRequestsException, 429) and an asynchronous one waits for a free worker;
+  (cold starts, one at a time per function: see FunctionPool) up to the function's ReservedConcurrentExecutions or
+  the account limit, beyond which a synchronous invoke is throttled (TooManyRequestsException, 429) and an
+  asynchronous one waits for a free worker;
 - the handler is imported once per worker (init); an import error is `Runtime.ImportModuleError`;
 - Timeout kills the worker (`Sandbox.Timedout`), MemorySize is a limit on the worker's resident memory
   (`Runtime.OutOfMemory`), a worker that exits mid-invocation is `Runtime.ExitError`;
@@ -422,7 +424,9 @@ class LambdaRuntime:
         self._init_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
 
     # --- wiring into moto -------------------------------------------------------------------------------------
-    def install(self) -> None:
+    def moto_invoke(self) -> Callable[..., bytes]:
+        """The replacement of `LambdaSimpleBackend.invoke` (installed by localcloud/patches.py): every Invoke, from
+        the API, Step Functions or moto itself, dispatched to this runtime."""
         runtime = self
 
         def invoke(
@@ -446,7 +450,7 @@ class LambdaRuntime:
                 raise TooManyRequestsException(str(exc)) from exc
             return json.dumps(result).encode()
 
-        LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
+        return invoke
 
     # --- invocation ---------------------------------------------------------------------------------------------
     def function(self, name_or_arn: str) -> LambdaFunction:

@@ -69,8 +69,9 @@ def subscription_payload(
     return {"awslogs": {"data": base64.b64encode(compressed).decode()}}
 
 
-def install(invoke_async: Callable[[str, Any], None]) -> None:
-    """Deliver filtered subscription batches to Lambda destinations through `invoke_async`."""
+def subscription_delivery(invoke_async: Callable[[str, Any], None]) -> Callable[..., None]:
+    """The replacement of `LambdaBackend.send_log_event` (installed by localcloud/patches.py): filtered subscription
+    batches to Lambda destinations through `invoke_async`."""
 
     def send_log_event(
         self: LambdaBackend,
@@ -87,4 +88,4 @@ def install(invoke_async: Callable[[str, Any], None]) -> None:
             payload = subscription_payload(self.account_id, log_group_name, log_stream_name, filter_name, selected)
             invoke_async(function_arn, payload)
 
-    LambdaBackend.send_log_event = send_log_event  # type: ignore[method-assign]
+    return send_log_event

@@ -9,15 +9,31 @@ its lifetime, so a cloud nested in another (a test's own cloud inside a session'
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import moto.core.responses
 from jsonpath_ng import parse as jsonpath_parse
-from jsonpath_ng.ext import parse as jsonpath_ext_parse  # type: ignore[attr-defined]
+from moto.awslambda.models import LambdaBackend
+from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.dynamodb.models import DynamoDBBackend
+from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.parser.asl.component.common.path import result_path
+from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
+    StateTaskServiceAwsSdk,
+)
+from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
 from moto.stepfunctions.parser.asl.utils import json_path
+from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+from moto.stepfunctions.responses import StepFunctionResponse
+
+from localcloud import dynamodb, events, logs, pollers, sfn
+from localcloud.lambdas import LambdaRuntime
 
 _MISSING = object()
 
@@ -42,6 +58,7 @@ class Patches:
             raise RuntimeError("these patches are installed already")
         for patch in self.patches:
             if not hasattr(patch.owner, patch.name):
+                self.uninstall()
                 raise AttributeError(f"{patch.owner!r} has no {patch.name} to patch ({patch.why}): has moto changed?")
             self._saved.append((patch.owner, patch.name, vars(patch.owner).get(patch.name, _MISSING)))
             setattr(patch.owner, patch.name, patch.replacement)
@@ -62,15 +79,70 @@ class Patches:
         self.uninstall()
 
 
-# --- speed -------------------------------------------------------------------------------------------------------
+# --- the table ----------------------------------------------------------------------------------------------------
 # moto's interpreter parses a JSONPath (building a new yacc parser) every time a state reads one, and moto's response
 # classes list their own methods with `inspect` on every request; both answers depend on their argument alone.
-cached_jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
-cached_jsonpath_ext = functools.lru_cache(maxsize=4096)(jsonpath_ext_parse)
+_cached_jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
 _method_names = functools.cache(moto.core.responses.method_names_from_class)
 
 SPEED = (
-    Patch(json_path, "parse", cached_jsonpath_ext, "speed"),
-    Patch(result_path, "parse", cached_jsonpath, "speed"),
+    Patch(json_path, "parse", events.jsonpath, "speed"),
+    Patch(result_path, "parse", _cached_jsonpath, "speed"),
     Patch(moto.core.responses, "method_names_from_class", _method_names, "speed"),
 )
+
+STEP_FUNCTIONS = (
+    Patch(StateTaskServiceAwsSdk, "_normalise_parameters", sfn._normalise_parameters, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn._normalise_response, "gap 1"),
+    Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn._setup_heartbeat_endpoint, "gap 3"),
+    Patch(ExecutionWorker, "stop", sfn._stop, "gap 4"),
+    Patch(ExecutionState, "_evaluate_with_timeout", sfn._evaluate_with_timeout, "gap 4"),
+    Patch(StepFunctionsParserBackend, "start_execution", sfn._start_execution, "gap 5"),
+    Patch(StepFunctionResponse, "send_task_failure", sfn._send_task_failure, "gap 7"),
+    Patch(BaseExecutionWorkerCommunication, "terminated", sfn._terminated, "gap 8"),
+    Patch(Execution, "start", sfn._execution_start, "gap 8"),
+    Patch(ExecutionWorker, "_get_evaluation_environment", sfn._evaluation_environment, "gap 9"),
+    Patch(CallbackPoolManager, "add", sfn._pool_add, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_success", sfn._send_task_success_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_failure", sfn._send_task_failure_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gap 10"),
+    Patch(BranchWorker, "_thread_routine", sfn._branch_routine, "gap 13"),
+    Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn._evaluation_entrypoint, "speed"),
+)
+
+
+def step_functions() -> list[Patch]:
+    """The interpreter's fixes, with one client per service in every interpreter module that imported moto's
+    client factory (gap 11)."""
+    shared = [
+        Patch(module, "boto_client_for", sfn._shared_boto_client_for, "gap 11")
+        for module in sfn.interpreter_client_modules()
+    ]
+    return [*STEP_FUNCTIONS, *shared]
+
+
+def dynamodb_atomic() -> list[Patch]:
+    return [Patch(DynamoDBBackend, name, dynamodb.serialised(name), "gap 14") for name in dynamodb.OPERATIONS]
+
+
+def event_delivery(deliver: events.Deliver, send_to_dlq: Callable[[str, Any], None]) -> list[Patch]:
+    return [
+        Patch(Rule, "send_to_targets", events.rule_delivery(deliver, send_to_dlq), "gap 15"),
+        Patch(EventsBackend, "put_events", events.put_events, "gap 12"),
+    ]
+
+
+def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: Callable[[str, Any], None]) -> Patches:
+    """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
+    (`deliver`) and its dead-letter and destination sends (`send_to`)."""
+    return Patches(
+        [
+            *SPEED,
+            *step_functions(),
+            *dynamodb_atomic(),
+            Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),
+            Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),
+            Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),
+            *event_delivery(deliver, send_to),
+        ]
+    )

@@ -27,22 +27,18 @@ from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
 LOG = logging.getLogger("localcloud.pollers")
 
 
-def take_over_sqs_mappings() -> None:
-    """Stop moto from running SQS mappings inside SendMessage; SqsPoller runs them instead."""
-    original = LambdaBackend.create_event_source_mapping
-    if getattr(original, "__localcloud__", False):
-        return
+_moto_create_event_source_mapping = LambdaBackend.create_event_source_mapping
 
-    def create_event_source_mapping(self: LambdaBackend, spec: dict[str, Any]) -> EventSourceMapping:
-        esm = original(self, spec)
-        from moto.sqs.models import sqs_backends
 
-        for queue in sqs_backends[self.account_id][self.region_name].queues.values():
-            queue.lambda_event_source_mappings.pop(esm.function_arn, None)
-        return esm
+def create_event_source_mapping(self: LambdaBackend, spec: dict[str, Any]) -> EventSourceMapping:
+    """The replacement installed by localcloud/patches.py: moto runs an SQS mapping inside SendMessage (no batching,
+    visibility timeout or redrive); SqsPoller runs it instead."""
+    esm = _moto_create_event_source_mapping(self, spec)
+    from moto.sqs.models import sqs_backends
 
-    create_event_source_mapping.__localcloud__ = True  # type: ignore[attr-defined]
-    LambdaBackend.create_event_source_mapping = create_event_source_mapping  # type: ignore[method-assign]
+    for queue in sqs_backends[self.account_id][self.region_name].queues.values():
+        queue.lambda_event_source_mappings.pop(esm.function_arn, None)
+    return esm
 
 
 def sqs_record(message: Mapping[str, Any], queue_arn: str, region: str) -> dict[str, Any]:

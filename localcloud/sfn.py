@@ -1,7 +1,8 @@
 """Fixes for the measured gaps of moto 5.2.5's Step Functions interpreter (catalogue: docs/offline-cloud.md).
 
-Each fix is a small patch on the moto internal named in its docstring; tests/localcloud/test_sfn_fixes.py proves
-each one and fails if moto changes underneath (the patched attribute disappears or the gap closes upstream).
+Each fix replaces the moto internal named in its docstring; localcloud/patches.py declares and installs them, and
+tests/localcloud/test_sfn_fixes.py proves each one and fails if moto changes underneath (the patched attribute
+disappears or the gap closes upstream).
 """
 
 from __future__ import annotations
@@ -333,7 +334,7 @@ def _evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
 # --- one client per service (gap 11) -----------------------------------------------------------------------------
 _clients: dict[tuple[str, str, str | None], Any] = {}
 _clients_lock = threading.Lock()
-_original_boto_client_for = boto_client.boto_client_for
+_original_boto_client_for = boto_client.boto_client_for  # moto's own, read before anything is patched
 
 
 def _shared_boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
@@ -349,30 +350,12 @@ def _shared_boto_client_for(region: str, service: str, state_credentials: Any = 
         return _clients[key]
 
 
-def _install_shared_clients() -> None:
-    for module in list(sys.modules.values()):
-        if getattr(module, "boto_client_for", None) is _original_boto_client_for and module.__name__.startswith(
-            "moto.stepfunctions.parser"
-        ):
-            module.boto_client_for = _shared_boto_client_for  # type: ignore[attr-defined]
-
-
-def install() -> None:
-    """Apply every fix once (idempotent)."""
-    StateTaskServiceAwsSdk._normalise_parameters = _normalise_parameters  # type: ignore[method-assign]
-    StateTaskServiceAwsSdk._normalise_response = _normalise_response  # type: ignore[method-assign]
-    CallbackEndpoint.setup_heartbeat_endpoint = _setup_heartbeat_endpoint  # type: ignore[method-assign]
-    ExecutionWorker.stop = _stop  # type: ignore[method-assign]
-    ExecutionState._evaluate_with_timeout = _evaluate_with_timeout  # type: ignore[method-assign]
-    StepFunctionsParserBackend.start_execution = _start_execution  # type: ignore[method-assign]
-    BaseExecutionWorkerCommunication.terminated = _terminated  # type: ignore[method-assign]
-    Execution.start = _execution_start  # type: ignore[method-assign]
-    StepFunctionResponse.send_task_failure = _send_task_failure  # type: ignore[method-assign]
-    ExecutionWorker._get_evaluation_environment = _evaluation_environment  # type: ignore[method-assign]
-    CallbackPoolManager.add = _pool_add  # type: ignore[method-assign]
-    StepFunctionsParserBackend.send_task_success = _send_task_success_by_key  # type: ignore[method-assign,assignment]
-    StepFunctionsParserBackend.send_task_failure = _send_task_failure_by_key  # type: ignore[method-assign,assignment]
-    StepFunctionsParserBackend.send_task_heartbeat = _send_task_heartbeat_by_key  # type: ignore[method-assign,assignment]
-    BranchWorker._thread_routine = _branch_routine  # type: ignore[method-assign]
-    ExecutionWorker._get_evaluation_entrypoint = _evaluation_entrypoint  # type: ignore[method-assign]
-    _install_shared_clients()
+def interpreter_client_modules() -> list[Any]:
+    """The modules of moto's interpreter that imported `boto_client_for` (each holds its own reference)."""
+    return [
+        module
+        for module in list(sys.modules.values())
+        if module is not None
+        and module.__name__.startswith("moto.stepfunctions.parser")
+        and getattr(module, "boto_client_for", None) is not None
+    ]

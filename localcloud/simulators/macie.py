@@ -560,7 +560,8 @@ class MacieSimulator(Simulator):
         ]
         s3 = self.client("s3")
         try:
-            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=max(prefixes, key=len, default=""))
+            prefix = max(prefixes, key=len, default="")
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
             objects = [o for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/")]
         except ClientError:
             return []

@@ -24,6 +24,7 @@ from localcloud.events import as_service
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
 
+
 @dataclass
 class JobsResult:
     jobs: int
@@ -45,6 +46,7 @@ class JobsResult:
     def percentile(self, p: float) -> float:
         ordered = sorted(self.resume_ms)
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
+
 
 def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
     """A state machine with one task that waits for its job's callback (created once per cloud)."""
@@ -75,6 +77,7 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
     )
     return str(created["stateMachineArn"])
 
+
 def ends_queue(cloud: LocalCloud, machine: str) -> str:
     """A queue that receives the end of every execution of `machine` (Step Functions' status change events, through
     an EventBridge rule), created once per cloud."""
@@ -90,6 +93,7 @@ def ends_queue(cloud: LocalCloud, machine: str) -> str:
     events.put_targets(Rule=f"{WAITING_MACHINE}-ends", Targets=[{"Id": "ends", "Arn": arn}])
     return url
 
+
 def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
     """Translate's completion event for the job, put as the service puts it."""
     entry = {
@@ -101,6 +105,7 @@ def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
         answer = cloud.client("events").put_events(Entries=[entry])
     if answer["FailedEntryCount"]:
         raise RuntimeError(f"the completion of job {job_id} was refused: {answer['Entries']}")
+
 
 def run_jobs(
     cloud: LocalCloud,
@@ -196,6 +201,7 @@ def run_jobs(
             result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
+
 
 def _dead_letters(cloud: LocalCloud) -> int:
     attributes = cloud.client("sqs").get_queue_attributes(

@@ -22,7 +22,7 @@ from moto.stepfunctions.parser.api import InvalidToken
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
-from localcloud import dynamodb, events, sfn
+from localcloud import events, patches, sfn
 from localcloud.deploy import ACCOUNT_ID
 from tests.localcloud.simulated import wait_for
 
@@ -34,9 +34,7 @@ MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": 
 def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
         monkeypatch.setenv(name, value)
-    sfn.install()
-    dynamodb.install()
-    with mock_aws(config=MOTO_CONFIG):
+    with patches.Patches([*patches.step_functions(), *patches.dynamodb_atomic()]), mock_aws(config=MOTO_CONFIG):
         yield
 
 
@@ -149,8 +147,10 @@ def test_send_task_success_finds_its_task_by_token_whatever_else_is_starting(aws
 
 
 # --- EventBridge: reserved sources ------------------------------------------------------------------------------------
-def test_a_client_cannot_put_an_event_with_an_aws_source(aws: None) -> None:
-    events.install(lambda arn, payload: None, lambda arn, payload: None)
+def test_a_client_cannot_put_an_event_with_an_aws_source(aws: None, request: pytest.FixtureRequest) -> None:
+    installed = patches.Patches(patches.event_delivery(lambda arn, payload: None, lambda arn, payload: None))
+    request.addfinalizer(installed.uninstall)
+    installed.install()
     client = boto3.client("events", region_name=REGION)
     forged = {"Source": "aws.translate", "DetailType": "Translate TextTranslationJob State Change", "Detail": "{}"}
     own = {"Source": "callback-kit.tests", "DetailType": "Anything", "Detail": "{}"}

@@ -481,8 +481,8 @@ def test_a_subscribed_lambda_receives_the_filtered_terminal_events(simulate: Any
     # Given a Lambda subscribed to Macie's log group with the JSON filter a workflow would use, delivering through
     # the offline cloud's subscription path (localcloud.logs), captured here instead of invoked
     delivered: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(LambdaBackend, "send_log_event", LambdaBackend.send_log_event)  # restored afterwards
-    cloud_logs.install(lambda arn, payload: delivered.append((arn, payload)))
+    delivery = cloud_logs.subscription_delivery(lambda arn, payload: delivered.append((arn, payload)))
+    monkeypatch.setattr(LambdaBackend, "send_log_event", delivery)  # restored afterwards
     function_arn = _function("forward-macie-logs")
     client("logs").create_log_group(logGroupName=LOG_GROUP)  # deploying the subscription needs the group
     client("logs").put_subscription_filter(

@@ -3,9 +3,10 @@ gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
-this process after `localcloud.sfn.install()` (the behaviour AWS shows). The unpatched runs are this file executed as
-a script (`python test_sfn_fixes.py`): a process that never imports localcloud runs every scenario at once and reports
-what it saw as JSON; it starts before the first test, so it works while the in-process tests run.
+this process with `localcloud.patches.step_functions()` installed (the behaviour AWS shows). The unpatched runs are
+this file executed as a script (`python test_sfn_fixes.py`): a process that never imports localcloud runs every
+scenario at once and reports what it saw as JSON; it starts before the first test, so it works while the in-process
+tests run.
 """
 
 from __future__ import annotations
@@ -393,10 +394,9 @@ def _start_the_probe_first(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def patched() -> Iterator[None]:
-    from localcloud import sfn
+    from localcloud import patches
 
-    sfn.install()
-    with mock_aws(config=MOTO_CONFIG):
+    with patches.Patches(patches.step_functions()), mock_aws(config=MOTO_CONFIG):
         yield
 
 
@@ -408,10 +408,10 @@ def _is_uuid(text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# With the fix: this process, after localcloud.sfn.install()
+# With the fix: this process, with localcloud.patches.step_functions() installed
 # ----------------------------------------------------------------------------------------------------------------
 def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
-    # Given moto with localcloud.sfn installed
+    # Given moto with the Step Functions patches installed
     # When aws-sdk:sqs:sendMessage and aws-sdk:sfn:sendTaskSuccess run with the AWS spelling of their parameters
     result = scenario_aws_sdk_tasks()
 
@@ -428,7 +428,7 @@ def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
 
 
 def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: None) -> None:
-    # Given moto with localcloud.sfn installed and a Lambda that calls SendTaskSuccess before it returns
+    # Given moto with the Step Functions patches installed and a Lambda that calls SendTaskSuccess before it returns
     # When lambda:invoke.waitForTaskToken with HeartbeatSeconds runs it
     result = scenario_early_callback()
 
@@ -440,7 +440,7 @@ def test_gap3_patched_callback_sent_during_the_call_completes_the_task(patched: 
 
 @pytest.mark.parametrize("heartbeat_s", [None, 20], ids=["timeout-only", "with-heartbeat"])
 def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, heartbeat_s: int | None) -> None:
-    # Given moto with localcloud.sfn installed and an execution waiting for a callback that never comes
+    # Given moto with the Step Functions patches installed and an execution waiting for a callback that never comes
     # When StopExecution is called
     result = scenario_stop_while_waiting(heartbeat_s=heartbeat_s)
 
@@ -452,7 +452,7 @@ def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, he
 
 
 def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
-    # Given moto with localcloud.sfn installed
+    # Given moto with the Step Functions patches installed
     # When StartExecution is called twice without a name
     result = scenario_unnamed_executions()
 
@@ -465,7 +465,7 @@ def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
 
 
 def test_gap7_patched_send_task_failure_keeps_its_cause(patched: None) -> None:
-    # Given moto with localcloud.sfn installed and an execution waiting for its task token
+    # Given moto with the Step Functions patches installed and an execution waiting for its task token
     sfn, sqs = _clients("stepfunctions", "sqs")
     tokens = sqs.create_queue(QueueName="failure-tokens")["QueueUrl"]
     machine = _state_machine(sfn, "FailureWaiter", _wait_for_token_states(tokens, timeout_s=10), "Wait")
@@ -482,7 +482,7 @@ def test_gap7_patched_send_task_failure_keeps_its_cause(patched: None) -> None:
 
 
 def test_gap8_patched_executions_send_status_change_events(patched: None) -> None:
-    # Given moto with localcloud.sfn installed and a rule on aws.states events
+    # Given moto with the Step Functions patches installed and a rule on aws.states events
     # When an execution starts and ends
     seen = scenario_status_change_events()
     # Then the rule receives RUNNING and SUCCEEDED for it (in either order), as Step Functions sends them
@@ -494,7 +494,7 @@ def test_gap8_patched_executions_send_status_change_events(patched: None) -> Non
 
 
 def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
-    # Given moto with localcloud.sfn installed
+    # Given moto with the Step Functions patches installed
     # When a state reads $$.Execution.StartTime and a DynamoDB task stores it
     result = scenario_start_time()
     # Then it is AWS's ISO 8601 string with milliseconds and Z, and the task succeeds
@@ -620,7 +620,7 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
         "CallbackPoolManager()._pool": "OrderedDict",
     }
 
-    # And install() puts each fix in place
+    # And the registry puts each fix in place, and takes it out again
     from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
         StateTaskServiceAwsSdk,
@@ -629,15 +629,17 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-    from localcloud import sfn
+    from localcloud import patches, sfn
 
-    sfn.install()
-    assert StateTaskServiceAwsSdk._normalise_parameters is sfn._normalise_parameters
-    assert StateTaskServiceAwsSdk._normalise_response is sfn._normalise_response
-    assert CallbackEndpoint.setup_heartbeat_endpoint is sfn._setup_heartbeat_endpoint
-    assert ExecutionWorker.stop is sfn._stop
-    assert ExecutionState._evaluate_with_timeout is sfn._evaluate_with_timeout
-    assert StepFunctionsParserBackend.start_execution is sfn._start_execution
+    moto_stop = ExecutionWorker.stop
+    with patches.Patches(patches.step_functions()):
+        assert StateTaskServiceAwsSdk._normalise_parameters is sfn._normalise_parameters
+        assert StateTaskServiceAwsSdk._normalise_response is sfn._normalise_response
+        assert CallbackEndpoint.setup_heartbeat_endpoint is sfn._setup_heartbeat_endpoint
+        assert ExecutionWorker.stop is sfn._stop
+        assert ExecutionState._evaluate_with_timeout is sfn._evaluate_with_timeout
+        assert StepFunctionsParserBackend.start_execution is sfn._start_execution
+    assert ExecutionWorker.stop is moto_stop
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from localcloud import sfn as sfn_fixes
+from localcloud import patches
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.support import (
@@ -41,8 +41,9 @@ from tests.unit.task_support import TaskAccount, task_account
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _moto_fixes() -> None:
-    sfn_fixes.install()
+def _moto_fixes() -> Iterator[None]:
+    with patches.Patches(patches.step_functions()):
+        yield
 
 
 @pytest.fixture(scope="module")

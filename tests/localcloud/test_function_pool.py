@@ -1,0 +1,64 @@
+"""How a function's workers are shared: an invocation never waits behind a cold start when a warm worker frees up.
+
+The pool is driven with workers whose init and invocation the test holds and releases, so every step waits for a
+positive signal, not for time to pass."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from localcloud.lambdas import FunctionPool
+from tests.localcloud.simulated import wait_for
+
+
+class HeldWorker:
+    """A worker whose invocation returns its number, once its `release` is set."""
+
+    def __init__(self, number: int) -> None:
+        self.number, self.alive, self.release = number, True, threading.Event()
+        self.release.set()
+
+    def invoke(self, event: Any, request_id: str, arn: str) -> int:
+        self.release.wait()
+        return self.number
+
+    def kill(self) -> None:
+        self.alive = False
+
+
+def test_an_invocation_takes_the_warm_worker_freed_while_its_cold_start_is_still_running() -> None:
+    second_init = threading.Event()
+    workers: list[HeldWorker] = []
+
+    def start_worker(spec: Any) -> HeldWorker:
+        worker = HeldWorker(len(workers) + 1)
+        workers.append(worker)
+        if worker.number == 2:
+            second_init.wait()  # the second environment's init runs until the test lets it end
+        return worker
+
+    pool = FunctionPool(SimpleNamespace(name="fn", arn="arn:fn"), limit=10, start_worker=start_worker)  # type: ignore[arg-type]
+    assert pool.invoke({}, wait=False) == 1  # a cold start, then warm
+    # Given the warm worker busy with an invocation
+    workers[0].release.clear()
+    results: dict[str, int] = {}
+    first = threading.Thread(target=lambda: results.update(first=pool.invoke({}, wait=False)))
+    first.start()
+    wait_for(lambda: pool.in_flight == 1, timeout=10, what="the first invocation")
+    # When a second invocation arrives and a second environment starts for it
+    second = threading.Thread(target=lambda: results.update(second=pool.invoke({}, wait=False)))
+    second.start()
+    wait_for(lambda: len(workers) == 2, timeout=10, what="the second environment's init")
+    # And the warm worker finishes its invocation while that init still runs
+    workers[0].release.set()
+    second.join(timeout=10)
+    # Then the second invocation ran on the warm worker, without waiting for the cold start
+    assert results == {"first": 1, "second": 1}
+    assert not second_init.is_set()
+    # And the new environment joins the pool when its init ends
+    second_init.set()
+    wait_for(lambda: pool.in_flight == 0, timeout=10, what="the second environment")
+    assert pool.cold_starts == 2
+    first.join(timeout=10)
