@@ -51,7 +51,7 @@ class Simulator:
         self.speedup = speedup
         self._timers: list[threading.Timer] = []
         self._clients: dict[str, Any] = {}
-        self._lock = threading.Lock()  # guards the clients and the timers
+        self._base_lock = threading.Lock()  # guards the clients and the timers (subclasses have their own _lock)
         self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
 
     def now(self) -> datetime:
@@ -64,7 +64,7 @@ class Simulator:
         """The simulator's boto3 client of `service`, made once under a lock: simulators work on timer threads, and
         clients are thread-safe once made but creating them is not (and a session per call grew the offline cloud
         by gigabytes under load)."""
-        with self._lock:
+        with self._base_lock:
             if service not in self._clients:
                 session = boto3.session.Session()
                 self._clients[service] = session.client(service, region_name=self.region)  # type: ignore[call-overload]
@@ -82,13 +82,13 @@ class Simulator:
 
         timer = threading.Timer(seconds / self.speedup, run)
         timer.daemon = True
-        with self._lock:
+        with self._base_lock:
             self._timers = [t for t in self._timers if t.is_alive()] + [timer]
         timer.start()
 
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
-        with self._lock:
+        with self._base_lock:
             timers = list(self._timers)
         for timer in timers:
             timer.cancel()
