@@ -134,51 +134,24 @@ class FunctionSpec:
             log_format=log_format,
         )
 
-
-class Worker:
-    """One execution environment: a runtime process with the function's code, serving one invocation at a time."""
-
-    def __init__(self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink) -> None:
-        self.spec = spec
-        self.log = log
-        self.init_ms: float | None = None  # reported once, on the REPORT line of the cold start
-        self._buffer = b""
-        self._closing = threading.Lock()
-        to_worker_r, self._to_worker = os.pipe()
-        self._from_worker, from_worker_w = os.pipe()
-        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
-            [str(python), "-I", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
-            pass_fds=(to_worker_r, from_worker_w),
-            env=self._environment(endpoint, region),
-            cwd=spec.code_dir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        os.close(to_worker_r)
-        os.close(from_worker_w)
-        self._poller = select.poll()
-        self._poller.register(self._from_worker, select.POLLIN)
-        threading.Thread(target=self._pump_logs, name=f"logs-{spec.name}", daemon=True).start()
-
-    def _environment(self, endpoint: str, region: str) -> dict[str, str]:
-        spec = self.spec
+    def lambda_environment(self, endpoint: str, region: str) -> dict[str, str]:
+        """The process environment of an execution environment: the function's Environment and Lambda's reserved
+        variables, with every AWS call sent to `endpoint`."""
         stream = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
         reserved = {
-            "AWS_LAMBDA_FUNCTION_NAME": spec.name,
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_mb),
+            "AWS_LAMBDA_FUNCTION_NAME": self.name,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{spec.name}",
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.name}",
             "AWS_LAMBDA_LOG_STREAM_NAME": stream,
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
-            "AWS_LAMBDA_LOG_FORMAT": spec.log_format,
+            "AWS_LAMBDA_LOG_FORMAT": self.log_format,
             "AWS_REGION": region,
             "AWS_DEFAULT_REGION": region,
-            "AWS_EXECUTION_ENV": f"AWS_Lambda_{spec.runtime}",
-            "LAMBDA_TASK_ROOT": str(spec.code_dir),
+            "AWS_EXECUTION_ENV": f"AWS_Lambda_{self.runtime}",
+            "LAMBDA_TASK_ROOT": str(self.code_dir),
             "LAMBDA_RUNTIME_DIR": str(BOOTSTRAP.parent),
-            "_HANDLER": spec.handler,
+            "_HANDLER": self.handler,
             "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
             "AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1:2000",
             "_AWS_XRAY_DAEMON_ADDRESS": "127.0.0.1",
@@ -196,7 +169,35 @@ class Worker:
             "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
-        return {**spec.environment, **reserved}  # reserved variables cannot be overridden on Lambda either
+        return {**self.environment, **reserved}  # reserved variables cannot be overridden on Lambda either
+
+
+class Worker:
+    """One execution environment: a runtime process with the function's code, serving one invocation at a time."""
+
+    def __init__(self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink) -> None:
+        self.spec = spec
+        self.log = log
+        self.init_ms: float | None = None  # reported once, on the REPORT line of the cold start
+        self._buffer = b""
+        self._closing = threading.Lock()
+        to_worker_r, self._to_worker = os.pipe()
+        self._from_worker, from_worker_w = os.pipe()
+        self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
+            [str(python), "-I", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
+            pass_fds=(to_worker_r, from_worker_w),
+            env=spec.lambda_environment(endpoint, region),
+            cwd=spec.code_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self._poller = select.poll()
+        self._poller.register(self._from_worker, select.POLLIN)
+        threading.Thread(target=self._pump_logs, name=f"logs-{spec.name}", daemon=True).start()
 
     def _pump_logs(self) -> None:
         assert self.process.stdout is not None

@@ -43,7 +43,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import SignedClient, route_logs, seed_documents
 from localcloud.deploy import ACCOUNT_ID
-from localcloud.lambdas import runtime_python
+from localcloud.lambdas import FunctionSpec, runtime_python
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.bench.callbacks import run_jobs, waiting_machine
@@ -244,30 +244,36 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
     python = str(runtime_python())
     build = ROOT / ".aws-sam" / "build"
 
-    def timed(code: str, cwd: Path) -> float:
+    environments: dict[str, dict[str, str]] = {}  # logical ID -> the process environment Lambda gives it
+
+    def timed(code: str, cwd: Path, env: dict[str, str]) -> float:
         samples = []
         for _ in range(runs):
             started = time.perf_counter()
-            subprocess.run([python, "-I", "-c", code], cwd=cwd, check=True, env={"AWS_DEFAULT_REGION": "us-east-1"})
+            subprocess.run([python, "-I", "-c", code], cwd=cwd, check=True, env=env)
             samples.append(time.perf_counter() - started)
         return statistics.median(samples) * 1000
 
-    baseline = timed("import boto3", build)
+    baseline = timed("import boto3", build, {"AWS_DEFAULT_REGION": cloud.config.region})
     rows = {}
     for resource_ in cloud.stack.of_type("AWS::Lambda::Function"):
         handler = resource_.properties["Handler"].rsplit(".", 1)[0]
         code_dir = build / resource_.logical_id
-        ms = timed(f"import sys; sys.path.insert(0, '.'); import {handler}", code_dir)
+        spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, "Text")
+        # Lambda's environment matters: in Lambda (LAMBDA_TASK_ROOT) the X-Ray SDK skips its sampling-rules client
+        environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
+        ms = timed(
+            f"import sys; sys.path.insert(0, '.'); import {handler}", code_dir, environments[resource_.logical_id]
+        )
         rows[resource_.logical_id] = {"ms": round(ms), "vs_boto3": round(ms / baseline, 2), "module": handler}
-    slowest = max(rows.values(), key=lambda r: r["ms"])
-    slowest_dir = build / next(k for k, v in rows.items() if v is slowest)
+    slowest_id, slowest = max(rows.items(), key=lambda item: item[1]["ms"])
     trace = subprocess.run(
         [python, "-I", "-X", "importtime", "-c", f"import sys; sys.path.insert(0, '.'); import {slowest['module']}"],
-        cwd=slowest_dir,
+        cwd=build / slowest_id,
         capture_output=True,
         text=True,
         check=True,
-        env={"AWS_DEFAULT_REGION": "us-east-1"},
+        env=environments[slowest_id],
     ).stderr
     top: Counter[str] = Counter()
     for line in trace.splitlines()[1:]:
