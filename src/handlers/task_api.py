@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from shared.exceptions import (
     IdempotencyKeyReusedError,
+    NoResultError,
     RequestTooLargeError,
     ResultNotReadyError,
     TaskAlreadyEndedError,
@@ -27,7 +28,6 @@ from shared.exceptions import (
 )
 from shared.observability import logger, metrics, tracer
 from shared.settings import task_api_settings
-from shared.statuslog import TERMINAL
 from shared.task_types import TaskRequest, task_type_names
 from shared.tasks import Task, task_api
 
@@ -273,10 +273,13 @@ def not_found(exc: TaskNotFoundError) -> Response[dict[str, Any]]:
 
 @on(ResultNotReadyError)
 def not_ready(exc: ResultNotReadyError) -> Response[dict[str, Any]]:
-    if exc.status in TERMINAL:
-        return _error(HTTPStatus.CONFLICT, f"task {exc.task_id} ended {exc.status} without a result", status=exc.status)
     retry_after = {"Retry-After": str(task_api_settings().retry_after_seconds)}
     return _error(HTTPStatus.NOT_FOUND, str(exc), status=exc.status, headers=retry_after)
+
+
+@on(NoResultError)
+def no_result(exc: NoResultError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.CONFLICT, str(exc), status=exc.status)
 
 
 @on(TaskAlreadyEndedError)

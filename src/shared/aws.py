@@ -1,5 +1,6 @@
 """boto3 clients and resources, created once per container and only when first used (cold start matters)."""
 
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -26,6 +27,12 @@ def error_code(exc: ClientError) -> str:
     return str(exc.response["Error"]["Code"])
 
 
-def conditional_check_failed(exc: ClientError) -> bool:
-    """Whether a conditional write or delete was refused because its condition did not hold."""
-    return error_code(exc) == "ConditionalCheckFailedException"
+def conditionally[T](write: Callable[[], T]) -> T | None:
+    """Run a conditional DynamoDB write or delete: its response, or None if it was refused because its condition did
+    not hold (ConditionalCheckFailedException). Any other error is raised."""
+    try:
+        return write()
+    except ClientError as exc:
+        if error_code(exc) == "ConditionalCheckFailedException":
+            return None
+        raise

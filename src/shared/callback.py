@@ -9,6 +9,7 @@ recorded outcome and resumes at once; a completion finds the token and resumes. 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from enum import StrEnum
 from functools import cache
 
@@ -20,7 +21,7 @@ from shared.aws import client, error_code
 from shared.exceptions import TokenConflictError
 from shared.observability import logger, metrics, token_ref
 from shared.settings import callback_settings
-from shared.tokens import TokenStore, job_key
+from shared.tokens import TokenStore, Waiting, job_key
 
 TOLERATED_CALLBACK_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 
@@ -98,6 +99,14 @@ class Callbacks:
                 self.store.delete_outcome(key)
                 return result
         raise TokenConflictError(f"job {key}: could not register the task token")
+
+    def waiting(self, registered_before: int) -> Iterator[Waiting]:
+        """Every task still waiting for its job, registered before the given time (epoch seconds)."""
+        return self.store.waiting(registered_before)
+
+    def forget(self, waiting: Waiting) -> None:
+        """Remove a registration whose task no longer exists (it timed out or its execution was stopped)."""
+        self.store.delete_token(job_key(waiting.service, waiting.job_id), waiting.token)
 
     def resume(self, outcome: Outcome) -> Result:
         """Resume the task waiting for this job, or record the outcome for a registration still to come."""

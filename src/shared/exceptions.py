@@ -37,10 +37,19 @@ class TaskAlreadyEndedError(Exception):
 
 
 class ResultNotReadyError(Exception):
-    """The task has not succeeded (yet); there is no result to return."""
+    """The task is still running; its result is not there yet."""
 
     def __init__(self, task_id: str, status: str) -> None:
         super().__init__(f"task {task_id} is {status}; its result is not available")
+        self.task_id = task_id
+        self.status = status
+
+
+class NoResultError(Exception):
+    """The task ended without succeeding: it has no result and will not have one."""
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(f"task {task_id} ended {status} without a result")
         self.task_id = task_id
         self.status = status
 

@@ -25,7 +25,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.exceptions import ClientError
 
 from shared.adapters import HEALTHLAKE, Outcome, healthlake_job_id
-from shared.aws import client, conditional_check_failed, error_code, table
+from shared.aws import client, conditionally, error_code, table
 from shared.callback import send_heartbeat, send_outcome
 from shared.eventbus import MAX_BYTES_PER_CALL, entry_size, put_events
 from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
@@ -75,25 +75,22 @@ class RunLock:
         """Mark this execution's run FAILED if it still holds the lock (lastRunTime stays, so the next run
         re-exports the gap). The workflow's own bookkeeping (MarkCompleted / MarkFailed) covers normal ends; this is
         for executions that died without it."""
-        try:
-            self._table.update_item(
+        released = conditionally(
+            lambda: self._table.update_item(
                 Key={"pk": RUN},
                 UpdateExpression="SET runStatus = :failed",
                 ConditionExpression="executionArn = :me AND runStatus = :running",
                 ExpressionAttributeValues={":failed": FAILED, ":me": execution_arn, ":running": RUNNING},
             )
-        except ClientError as exc:
-            if conditional_check_failed(exc):
-                return False  # not (or no longer) the holder: nothing to release
-            raise
-        return True
+        )
+        return released is not None  # None: not (or no longer) the holder, nothing to release
 
     def _claim(
         self, execution_arn: str, trigger_time: str, condition: str, values: dict[str, Any]
     ) -> dict[str, Any] | None:
         """The RUN item after taking it for this execution, or None if `condition` (nor "it is ours") held."""
-        try:
-            claimed = self._table.update_item(
+        claimed = conditionally(
+            lambda: self._table.update_item(
                 Key={"pk": RUN},
                 UpdateExpression="SET runStatus = :running, executionArn = :me, triggerTime = :trigger",
                 ConditionExpression=f"({condition}) OR executionArn = :me",
@@ -105,11 +102,8 @@ class RunLock:
                 },
                 ReturnValues="ALL_NEW",
             )
-        except ClientError as exc:
-            if conditional_check_failed(exc):
-                return None
-            raise
-        return dict(claimed["Attributes"])
+        )
+        return None if claimed is None else dict(claimed["Attributes"])
 
 
 def _is_running(execution_arn: str) -> bool:

@@ -21,7 +21,7 @@ from shared.adapters import adapter
 from shared.callback import Callbacks, Result, send_heartbeat
 from shared.exceptions import UnknownServiceError
 from shared.observability import logger, metrics, token_ref
-from shared.tokens import Waiting, job_key
+from shared.tokens import Waiting
 
 
 class Action(StrEnum):
@@ -40,7 +40,7 @@ class Reconciler:
         """Reconcile every task waiting longer than the threshold; return how many got each action."""
         actions: Counter[str] = Counter()
         cutoff = int(time.time()) - self.waiting_longer_than_seconds
-        for waiting in self.callbacks.store.waiting(registered_before=cutoff):
+        for waiting in self.callbacks.waiting(registered_before=cutoff):
             actions[self.reconcile(waiting)] += 1
         for action, count in actions.items():
             metrics.add_metric(name=f"Reconciled{action.title()}", unit=MetricUnit.Count, value=count)
@@ -60,5 +60,5 @@ class Reconciler:
             return Action.RESUMED if resumed else Action.CLOSED
         if send_heartbeat(waiting.token, waiting.job_id):
             return Action.HEARTBEAT
-        self.callbacks.store.delete_token(job_key(waiting.service, waiting.job_id), waiting.token)
+        self.callbacks.forget(waiting)
         return Action.CLOSED

@@ -14,9 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from shared.aws import conditional_check_failed, table
+from shared.aws import conditionally, table
 
 HEAD_SEQ = "0000-00-00T00:00:00.000Z#SUBMITTED"
 END_SEQ = "9999-12-31T23:59:59.999Z#END"
@@ -133,10 +131,7 @@ class StatusLog:
         }
 
     def _put(self, item: dict[str, Any]) -> bool:
-        try:
-            self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(seq)")
-        except ClientError as exc:
-            if conditional_check_failed(exc):
-                return False
-            raise
-        return True
+        return (
+            conditionally(lambda: self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(seq)"))
+            is not None
+        )

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.aws import client, error_code
 from shared.exceptions import (
     IdempotencyKeyReusedError,
+    NoResultError,
     ResultNotReadyError,
     TaskAlreadyEndedError,
     TaskNotFoundError,
@@ -142,11 +143,14 @@ class Tasks:
         return task_of(task_id, self.entries(owner, task_id))
 
     def result(self, owner: str, task_id: str) -> str:
-        """The workflow's output (JSON text) once the task succeeded; ResultNotReadyError before or otherwise."""
+        """The workflow's output (JSON text) once the task succeeded; ResultNotReadyError before, NoResultError if
+        it ended otherwise."""
         entries = self.entries(owner, task_id)
         end = entries[-1]
-        if not end.terminal or end.status != SUCCEEDED:
+        if not end.terminal:
             raise ResultNotReadyError(task_id, end.status)
+        if end.status != SUCCEEDED:
+            raise NoResultError(task_id, end.status)
         if end.output_location:
             return self.results.get(end.output_location)
         return end.output or "null"

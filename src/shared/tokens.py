@@ -12,10 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from shared.adapters import Outcome
-from shared.aws import conditional_check_failed, table
+from shared.aws import conditionally, table
 
 
 @dataclass(frozen=True)
@@ -84,17 +82,14 @@ class TokenStore:
         return self._put(item, now)
 
     def _put(self, item: dict[str, Any], now: int) -> bool:
-        try:
-            self._table.put_item(
+        written = conditionally(
+            lambda: self._table.put_item(
                 Item=item,
                 ConditionExpression="attribute_not_exists(jobKey) OR expiresAt <= :now",
                 ExpressionAttributeValues={":now": now},
             )
-        except ClientError as exc:
-            if conditional_check_failed(exc):
-                return False
-            raise
-        return True
+        )
+        return written is not None
 
     def delete_token(self, key: str, token: str) -> None:
         """Delete the entry only while it still holds this token."""
@@ -109,8 +104,4 @@ class TokenStore:
             kwargs["ExpressionAttributeNames"] = names
         if values:
             kwargs["ExpressionAttributeValues"] = values
-        try:
-            self._table.delete_item(**kwargs)
-        except ClientError as exc:
-            if not conditional_check_failed(exc):
-                raise
+        conditionally(lambda: self._table.delete_item(**kwargs))  # refused: the entry is another one by now
