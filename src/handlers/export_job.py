@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.export import begin_export, check_export
+from shared.export.healthlake import begin_export, check_export
 from shared.observability import logger, metrics, token_ref, tracer
 from shared.settings import export_settings
 

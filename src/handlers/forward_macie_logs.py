@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.data_classes import CloudWatchLogsEvent, event_source
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared.adapters import macie_log_entry
+from shared.callback.adapters import macie_log_entry
 from shared.eventbus import put_events
 from shared.observability import logger, metrics, tracer
 

@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
-from shared.export import publish_records
+from shared.export.fanout import publish_records
 from shared.observability import logger, metrics, tracer
 from shared.settings import export_settings
 

@@ -5,9 +5,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared.callback import callbacks
+from shared.callback.reconcile import Reconciler
+from shared.callback.service import callbacks
 from shared.observability import logger, metrics, tracer
-from shared.reconcile import Reconciler
 from shared.settings import callback_settings
 
 

@@ -5,7 +5,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.callback import callbacks
+from shared.callback.service import callbacks
 from shared.observability import logger, metrics, tracer
 
 

@@ -4,8 +4,8 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared.adapters import outcome_of
-from shared.callback import callbacks
+from shared.callback.adapters import outcome_of
+from shared.callback.service import callbacks
 from shared.observability import logger, metrics, tracer
 
 

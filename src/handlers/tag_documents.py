@@ -5,8 +5,8 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.documents.pii import tag_documents
 from shared.observability import logger, metrics, tracer
-from shared.pii import tag_documents
 
 
 class TagRequest(BaseModel):

@@ -5,7 +5,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.export import RunLock
+from shared.export.runlock import RunLock
 from shared.observability import logger, metrics, tracer
 from shared.settings import export_settings
 

@@ -28,8 +28,8 @@ from shared.exceptions import (
 )
 from shared.observability import logger, metrics, tracer
 from shared.settings import task_api_settings
-from shared.task_types import TaskRequest, task_type_names
-from shared.tasks import Task, task_api
+from shared.tasks.service import Task, task_api
+from shared.tasks.types import TaskRequest, task_type_names
 
 TITLE, VERSION = "callback-kit tasks", "1.0.0"
 DESCRIPTION = (

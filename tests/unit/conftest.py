@@ -104,7 +104,7 @@ def sfn_spy(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> ClientSpy:
     def client(service: str) -> Any:
         return spy if service == "stepfunctions" else real_client(service)
 
-    monkeypatch.setattr(importlib.import_module("shared.callback"), "client", client)
+    monkeypatch.setattr(importlib.import_module("shared.callback.service"), "client", client)
     return spy
 
 
@@ -187,7 +187,7 @@ def export_account(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[Export
     events.put_rule(Name="everything", EventBusName=bus_name, EventPattern=json.dumps({"account": [ACCOUNT]}))
     events.put_targets(Rule="everything", EventBusName=bus_name, Targets=[{"Id": "copies", "Arn": copies_arn}])
 
-    shared_export = importlib.import_module("shared.export")
+    shared_export = importlib.import_module("shared.export.healthlake")
     spy = ClientSpy(shared_export.client("sqs"))
     real_client = shared_export.client
     monkeypatch.setattr(shared_export, "client", lambda service: spy if service == "sqs" else real_client(service))
@@ -245,6 +245,6 @@ def tasks(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[TaskAccount]:
 
 
 def clear_task_caches() -> None:
-    settings, tasks = importlib.import_module("shared.settings"), importlib.import_module("shared.tasks")
+    settings, tasks = importlib.import_module("shared.settings"), importlib.import_module("shared.tasks.service")
     for cached in (settings.task_api_settings, settings.task_log_settings, tasks.task_api, tasks.task_recorder):
         cached.cache_clear()

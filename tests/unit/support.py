@@ -245,7 +245,7 @@ def clear_caches() -> None:
     settings = importlib.import_module("shared.settings")
     settings.callback_settings.cache_clear()
     settings.export_settings.cache_clear()
-    importlib.import_module("shared.callback").callbacks.cache_clear()
+    importlib.import_module("shared.callback.service").callbacks.cache_clear()
     aws = importlib.import_module("shared.aws")
     aws.client.cache_clear()
     aws.table.cache_clear()
@@ -257,7 +257,7 @@ def clear_caches() -> None:
 
 def check_observability(environment: dict[str, str]) -> None:
     """Powertools reads its environment when shared.observability is imported, as in a Lambda cold start. A test
-    module that imports the handlers (or shared.callback) at its top would import it before the fixture sets the
+    module that imports the handlers (or shared.callback.service) at its top would import it before the fixture sets the
     environment, and metrics would fail for want of a namespace: import them inside the tests."""
     observability = importlib.import_module("shared.observability")
     assert observability.metrics.namespace == environment["POWERTOOLS_METRICS_NAMESPACE"], check_observability.__doc__

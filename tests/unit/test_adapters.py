@@ -18,7 +18,7 @@ import pytest
 from botocore.stub import Stubber
 from moto.events.models import EventPattern
 
-from shared.adapters import ADAPTERS, Outcome, adapter, healthlake_job_id, outcome_of
+from shared.callback.adapters import ADAPTERS, Outcome, adapter, healthlake_job_id, outcome_of
 from shared.exceptions import UnknownJobEventError, UnknownServiceError
 from tests.unit.support import (
     EVENTS,

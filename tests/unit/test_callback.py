@@ -2,7 +2,7 @@
 completion event resumes the task exactly once, whatever the order, repetition or lateness of the two.
 
 The functions run as Lambda would call them (handler, event, context) on moto, against real executions parked on
-`.waitForTaskToken` tasks; DescribeExecution shows what the workflow saw. The handlers and shared.callback are
+`.waitForTaskToken` tasks; DescribeExecution shows what the workflow saw. The handlers and shared.callback.service are
 imported inside the tests, after the `aws` fixture has set the functions' environment (see conftest.py).
 """
 
@@ -51,12 +51,12 @@ def complete(status: str, job_id: str = JOB_ID) -> str:
 
 
 def callbacks() -> Any:
-    return importlib.import_module("shared.callback").callbacks()
+    return importlib.import_module("shared.callback.service").callbacks()
 
 
 def outcome(status: str, job_id: str = JOB_ID, service: str = "translate") -> Any:
     """The Outcome of a completion event (for services whose events the adapters do not know yet)."""
-    adapters = importlib.import_module("shared.adapters")
+    adapters = importlib.import_module("shared.callback.adapters")
     return adapters.Outcome(service, job_id, status, status == "COMPLETED", {"jobId": job_id, "jobStatus": status})
 
 

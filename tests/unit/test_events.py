@@ -28,7 +28,7 @@ from botocore.stub import Stubber
 from moto.events.models import EventPattern
 
 from localcloud.simulators.healthlake import HealthLakeSimulator
-from shared.adapters import ADAPTERS, healthlake_job_id, outcome_of
+from shared.callback.adapters import ADAPTERS, healthlake_job_id, outcome_of
 from tests.unit.support import (
     EVENTS,
     SRC,
@@ -571,7 +571,7 @@ API_ANSWERS_BY_SAMPLE: dict[str, tuple[int, str | None]] = {
 
 def seed_task(tasks: TaskAccount, task_id: str, owner: str, execution_arn: str, output: str | None = None) -> None:
     """A task as the API leaves it once started; with `output`, as the status recorder leaves it once succeeded."""
-    from shared.statuslog import END_SEQ, HEAD_SEQ, Entry, StatusLog
+    from shared.tasks.statuslog import END_SEQ, HEAD_SEQ, Entry, StatusLog
 
     log = StatusLog(tasks.environment["TASK_TABLE"])
     head = Entry(HEAD_SEQ, "SUBMITTED", "2026-01-15T10:31:47.120Z", expires_at=2_000_000_000, owner=owner)

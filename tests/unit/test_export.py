@@ -172,7 +172,7 @@ def test_releasing_marks_the_run_failed_and_keeps_the_last_run_time(export_accou
     # Given the lock held by an execution triggered at TRIGGER, the previous success at LAST_RUN
     export_account.hold(execution("previous"), "COMPLETED", last_run_time=LAST_RUN)
     assert take(execution("current"))["acquired"]
-    run_lock = importlib.import_module("shared.export").RunLock(export_account.environment["EXPORT_TABLE"])
+    run_lock = importlib.import_module("shared.export.runlock").RunLock(export_account.environment["EXPORT_TABLE"])
 
     # When its execution died and the status-change rule releases its lock
     released = run_lock.release(execution("current"))

@@ -148,7 +148,7 @@ def test_a_relayed_log_event_is_what_the_resume_function_reads_as_the_end_of_the
     confirmations(delivered)
 
     # Then the resume function reads each as the end of the job, with the log event's fields as detail
-    outcome_of = importlib.import_module("shared.adapters").outcome_of
+    outcome_of = importlib.import_module("shared.callback.adapters").outcome_of
     outcomes = {event["detail"]["eventType"]: outcome_of(event) for event in delivered}
     assert set(outcomes) == {"BUCKET_ACCESS_DENIED", "JOB_COMPLETED"}
     assert outcomes["BUCKET_ACCESS_DENIED"].error == "Macie.BUCKET_ACCESS_DENIED"

@@ -149,8 +149,8 @@ def test_a_failed_start_is_logged_and_the_client_sees_a_failed_task(
 
 def test_a_task_accepted_but_never_started_is_started_by_a_resubmission(tasks: TaskAccount) -> None:
     # Given a task accepted minutes ago whose start never happened (the accepting request died in between)
-    from shared.statuslog import HEAD_SEQ, SUBMITTED, Entry, StatusLog, timestamp
-    from shared.tasks import _IDEMPOTENCY_NAMESPACE
+    from shared.tasks.service import _IDEMPOTENCY_NAMESPACE
+    from shared.tasks.statuslog import HEAD_SEQ, SUBMITTED, Entry, StatusLog, timestamp
 
     key = str(uuid.uuid4())
     task_id = str(uuid.uuid5(_IDEMPOTENCY_NAMESPACE, f"{OWNER}\n{key}"))

@@ -32,7 +32,7 @@ from shared.exceptions import (
 )
 from shared.observability import logger, metrics
 from shared.settings import TaskApiSettings, TaskLogSettings, task_api_settings, task_log_settings
-from shared.statuslog import (
+from shared.tasks.statuslog import (
     CANCELLED,
     END_SEQ,
     HEAD_SEQ,
@@ -44,7 +44,7 @@ from shared.statuslog import (
     StatusLog,
     timestamp,
 )
-from shared.task_types import task_type_names, workflow_input
+from shared.tasks.types import task_type_names, workflow_input
 
 # Idempotency keys map to task ids deterministically, per caller: a duplicate request meets the same log head.
 _IDEMPOTENCY_NAMESPACE = uuid.UUID("6b1d3c8e-2f41-4a0e-9c57-8a4f0d2e7b13")

@@ -17,11 +17,11 @@ from enum import StrEnum
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
-from shared.adapters import adapter
-from shared.callback import Callbacks, Result, send_heartbeat
+from shared.callback.adapters import adapter
+from shared.callback.service import Callbacks, Result, send_heartbeat
+from shared.callback.tokens import Waiting
 from shared.exceptions import UnknownServiceError
 from shared.observability import logger, metrics, token_ref
-from shared.tokens import Waiting
 
 
 class Action(StrEnum):

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shared.adapters import Outcome
 from shared.aws import conditionally, table
+from shared.callback.adapters import Outcome
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,12 @@ from functools import cache
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import ClientError
 
-from shared.adapters import Outcome, adapter
 from shared.aws import client, error_code
+from shared.callback.adapters import Outcome, adapter
+from shared.callback.tokens import TokenStore, Waiting, job_key
 from shared.exceptions import TokenConflictError
 from shared.observability import logger, metrics, token_ref
 from shared.settings import callback_settings
-from shared.tokens import TokenStore, Waiting, job_key
 
 TOLERATED_CALLBACK_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 

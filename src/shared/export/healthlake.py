@@ -1,11 +1,6 @@
-"""The HealthLake export workflow's logic: the run lock, the FHIR `$export` kick-off, the SQS-delay status checks, the
-manifest, and publishing the exported records as events.
-
-The lock is one item, `RUN {runStatus, lastRunTime, executionArn, triggerTime}`, taken with one conditional write.
-A holder that is no longer running (timed out, aborted, crashed) is replaced on take-over; the status-change rule
-also releases it. The waiting task's token travels in the SQS messages; every check either heartbeats and re-queues
-itself with DelaySeconds, or ends the task with SendTaskSuccess/SendTaskFailure.
-"""
+"""The export itself: the FHIR `$export` kick-off and the SQS-delay status checks. The waiting task's token travels in
+the SQS messages; every check either heartbeats and re-queues itself with DelaySeconds, or ends the task with
+SendTaskSuccess/SendTaskFailure (with the manifest of the exported files as output)."""
 
 from __future__ import annotations
 
@@ -14,7 +9,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from email.message import Message
 from typing import Any
 from urllib.parse import urlencode
@@ -22,105 +16,13 @@ from urllib.parse import urlencode
 import boto3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.exceptions import ClientError
 
-from shared.adapters import HEALTHLAKE, Outcome, healthlake_job_id
-from shared.aws import client, conditionally, error_code, table
-from shared.callback import send_heartbeat, send_outcome
-from shared.eventbus import MAX_BYTES_PER_CALL, entry_size, put_events
+from shared.aws import client, table
+from shared.callback.adapters import HEALTHLAKE, Outcome, healthlake_job_id
+from shared.callback.service import send_heartbeat, send_outcome
 from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
 from shared.observability import logger
 from shared.settings import ExportSettings
-
-RUN = "RUN"
-RUNNING, FAILED = "RUNNING", "FAILED"
-EXPORT_SOURCE = "callback-kit.export"
-PUBLISH_CHUNK = 100  # records read ahead of each PutEvents round (memory stays flat whatever the file size)
-
-
-# ---- run lock ---------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Lock:
-    acquired: bool
-    last_run_time: str | None  # the previous successful run's trigger time: the export's `_since`
-    holder: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"acquired": self.acquired, "lastRunTime": self.last_run_time, "holder": self.holder}
-
-
-class RunLock:
-    def __init__(self, table_name: str) -> None:
-        self._table = table(table_name)
-
-    def take(self, execution_arn: str, trigger_time: str) -> Lock:
-        """Take the lock unless a running execution holds it; a retried take by the same execution succeeds."""
-        claimed = self._claim(execution_arn, trigger_time, "attribute_not_exists(pk) OR runStatus <> :running", {})
-        if claimed is not None:
-            return Lock(True, claimed.get("lastRunTime"))
-        holder = self._table.get_item(Key={"pk": RUN}, ConsistentRead=True).get("Item", {})
-        holder_arn = str(holder.get("executionArn", ""))
-        if holder_arn == execution_arn:
-            return Lock(True, holder.get("lastRunTime"))
-        if holder_arn and not _is_running(holder_arn):
-            logger.warning("stale export lock taken over", extra={"holder": holder_arn})
-            claimed = self._claim(execution_arn, trigger_time, "executionArn = :holder", {":holder": holder_arn})
-            if claimed is not None:
-                return Lock(True, claimed.get("lastRunTime"))
-        return Lock(False, holder.get("lastRunTime"), holder_arn or None)
-
-    def release(self, execution_arn: str) -> bool:
-        """Mark this execution's run FAILED if it still holds the lock (lastRunTime stays, so the next run
-        re-exports the gap). The workflow's own bookkeeping (MarkCompleted / MarkFailed) covers normal ends; this is
-        for executions that died without it."""
-        released = conditionally(
-            lambda: self._table.update_item(
-                Key={"pk": RUN},
-                UpdateExpression="SET runStatus = :failed",
-                ConditionExpression="executionArn = :me AND runStatus = :running",
-                ExpressionAttributeValues={":failed": FAILED, ":me": execution_arn, ":running": RUNNING},
-            )
-        )
-        return released is not None  # None: not (or no longer) the holder, nothing to release
-
-    def _claim(
-        self, execution_arn: str, trigger_time: str, condition: str, values: dict[str, Any]
-    ) -> dict[str, Any] | None:
-        """The RUN item after taking it for this execution, or None if `condition` (nor "it is ours") held."""
-        claimed = conditionally(
-            lambda: self._table.update_item(
-                Key={"pk": RUN},
-                UpdateExpression="SET runStatus = :running, executionArn = :me, triggerTime = :trigger",
-                ConditionExpression=f"({condition}) OR executionArn = :me",
-                ExpressionAttributeValues={
-                    ":running": RUNNING,
-                    ":me": execution_arn,
-                    ":trigger": trigger_time,
-                    **values,
-                },
-                ReturnValues="ALL_NEW",
-            )
-        )
-        return None if claimed is None else dict(claimed["Attributes"])
-
-
-def _is_running(execution_arn: str) -> bool:
-    try:
-        status = client("stepfunctions").describe_execution(executionArn=execution_arn)["status"]
-    except ClientError as exc:
-        if error_code(exc) == "ExecutionDoesNotExist":
-            return False
-        raise
-    return bool(status == "RUNNING")
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-# ---- kick-off and checks -----------------------------------------------------------------------------------------
 
 
 def start_export(settings: ExportSettings, execution_arn: str, job_name: str, since: str | None) -> str:
@@ -261,36 +163,5 @@ def enqueue_check(settings: ExportSettings, task_token: str, job_id: str) -> Non
     )
 
 
-# ---- fan-out ----------------------------------------------------------------------------------------------------
-
-
-def publish_records(bucket: str, key: str, bus: str, detail_type: str) -> int:
-    """Stream one NDJSON object and put each record on the bus; return how many were published.
-
-    A record too large for one event (256 KB) is published as a reference to its line in the object instead, so
-    consumers still get every record and can fetch the large ones."""
-    body = client("s3").get_object(Bucket=bucket, Key=key)["Body"]
-    published = 0
-    chunk: list[dict[str, Any]] = []
-    for number, line in enumerate(body.iter_lines(), start=1):
-        if not line.strip():
-            continue
-        record = json.loads(line)
-        entry = {
-            "Source": EXPORT_SOURCE,
-            "DetailType": detail_type,
-            "Detail": json.dumps(record, separators=(",", ":")),
-            "Resources": [],
-            "EventBusName": bus,
-        }
-        if entry_size(entry) > MAX_BYTES_PER_CALL:
-            location = {"bucket": bucket, "key": key, "line": number}
-            reference = {"resourceType": record.get("resourceType"), "id": record.get("id"), "location": location}
-            entry["Detail"] = json.dumps({**reference, "oversized": True}, separators=(",", ":"))
-        chunk.append(entry)
-        if len(chunk) == PUBLISH_CHUNK:
-            published += put_events(chunk)
-            chunk = []
-    if chunk:
-        published += put_events(chunk)
-    return published
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -1,0 +1,1 @@
+"""The documents workflow's own step: tagging the translated documents by Macie's findings."""
