@@ -27,6 +27,8 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
+from localcloud.deploy import ACCOUNT_ID
+
 Problem = tuple[str, str]  # (state name, message)
 TOP = "(top level)"
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
@@ -37,7 +39,7 @@ def substitute(text: str) -> str:
 
     def value(m: re.Match[str]) -> str:
         name = m.group(1)
-        return f"arn:aws:lambda:us-east-1:123456789012:function:{name[:-3]}" if name.endswith("Arn") else name
+        return f"arn:aws:lambda:us-east-1:{ACCOUNT_ID}:function:{name[:-3]}" if name.endswith("Arn") else name
 
     return _PLACEHOLDER.sub(value, text)
 

@@ -20,13 +20,14 @@ from typing import Any
 import boto3
 from moto.cloudformation import cloudformation_backends
 from moto.cloudformation.parsing import clean_json, get_model_map
+from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.stepfunctions.models import stepfunctions_backends
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-ACCOUNT_ID = "123456789012"
+ACCOUNT_ID = DEFAULT_ACCOUNT_ID  # moto's account: every resource of the offline cloud lives in it
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
 EMULATED = {

@@ -34,7 +34,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import re
 import secrets
 import threading
@@ -52,6 +51,8 @@ from botocore.awsrequest import AWSRequest
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
 
+from localcloud.deploy import ACCOUNT_ID
+
 logger = logging.getLogger(__name__)
 
 Event = dict[str, Any]
@@ -64,8 +65,6 @@ _MAX_CLOCK_SKEW = timedelta(minutes=5)
 _AMZ_DATE_FORMAT = "%Y%m%dT%H%M%SZ"
 # strftime's %b follows the process locale; API Gateway always writes English month names.
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-# The offline cloud is moto, whose resources live in MOTO_ACCOUNT_ID (default 123456789012); the API is one of them.
-_ACCOUNT_ID = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")
 # We compute Content-Length ourselves; passing the function's copies on would corrupt the framing.
 _HOP_BY_HOP = frozenset({"connection", "content-length", "keep-alive", "transfer-encoding"})
 # Segment ranks for route specificity: lower sorts first, compared left to right, so the earliest literal wins.
@@ -263,7 +262,7 @@ class HttpApiServer:
         if query:
             event["queryStringParameters"] = query
         context: dict[str, Any] = {
-            "accountId": _ACCOUNT_ID,
+            "accountId": ACCOUNT_ID,
             "apiId": self._api_id,
             "authentication": None,
         }

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import moto.core.responses
-from jsonpath_ng import parse as jsonpath_parse
+from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend

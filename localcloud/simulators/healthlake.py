@@ -79,7 +79,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import re
 import secrets
 import threading
@@ -95,6 +94,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import boto3
 from botocore.exceptions import ClientError
 
+from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
 from localcloud.simulators import ServiceError, Simulator
@@ -141,7 +141,6 @@ _INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:
 _RESOURCE_TYPE = re.compile(r"[A-Z][A-Za-z]+")
 _PATH = re.compile(r"/datastore/(?P<datastore>[^/]+)/r4/(?P<rest>.*)")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
-_ACCOUNT_ID = os.environ.get("MOTO_ACCOUNT_ID", "123456789012")  # moto's resources live in this account
 _DIV_OPEN, _DIV_CLOSE = '<div xmlns="http://www.w3.org/1999/xhtml">', "</div>"
 
 
@@ -697,7 +696,7 @@ class HealthLakeSimulator(Simulator):
         datastore = _Datastore(
             datastore_id,
             name,
-            f"arn:aws:healthlake:{self.region}:{_ACCOUNT_ID}:datastore/fhir/{datastore_id}",
+            f"arn:aws:healthlake:{self.region}:{ACCOUNT_ID}:datastore/fhir/{datastore_id}",
             self.now(),
             f"http://127.0.0.1:{self.port}/datastore/{datastore_id}/r4/",
             extra,
@@ -849,9 +848,9 @@ def _resolved_credentials() -> list[Credential]:
         Credential(
             access_key_id=frozen.access_key,
             secret_access_key=frozen.secret_key,
-            user_arn=f"arn:aws:iam::{_ACCOUNT_ID}:user/localcloud",
+            user_arn=f"arn:aws:iam::{ACCOUNT_ID}:user/localcloud",
             user_id="AIDALOCALCLOUD",
-            account_id=_ACCOUNT_ID,
+            account_id=ACCOUNT_ID,
         )
     ]
 

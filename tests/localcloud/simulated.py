@@ -13,10 +13,11 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
+from localcloud.deploy import ACCOUNT_ID
 from localcloud.simulators import unregister_all
 
 REGION = "us-east-1"
-ACCOUNT = "123456789012"  # moto's default account
+ACCOUNT = ACCOUNT_ID
 
 _clients: dict[str, Any] = {}
 

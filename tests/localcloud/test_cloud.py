@@ -27,10 +27,10 @@ from botocore.credentials import Credentials
 
 from localcloud import logs
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
-from localcloud.deploy import TemplateError, UnsupportedResourceError, deploy
+from localcloud.deploy import ACCOUNT_ID, TemplateError, UnsupportedResourceError, deploy
 from localcloud.events import next_fire, render_input_template
 
-ACCOUNT = "123456789012"
+ACCOUNT = ACCOUNT_ID
 REGION = "us-east-1"
 PHYSICAL_NAME = r"[A-Z0-9]{12}"  # the random suffix CloudFormation appends: stack-LogicalId-SUFFIX
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -33,12 +33,14 @@ import boto3
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
+from localcloud.deploy import ACCOUNT_ID
+
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
 TEMPLATE = REPO / "template.yaml"
 EVENTS = REPO / "events"
 REGION = "us-east-1"
-ACCOUNT = "123456789012"
+ACCOUNT = ACCOUNT_ID
 STACK = "callback-kit-test"
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-workflow"
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}}
