@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.observability import logger, metrics, tracer
-from shared.tasks.service import StatusChange, task_recorder
+from shared.tasks.recorder import StatusChange, task_recorder
 
 
 @logger.inject_lambda_context

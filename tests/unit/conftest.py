@@ -246,5 +246,6 @@ def tasks(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[TaskAccount]:
 
 def clear_task_caches() -> None:
     settings, tasks = importlib.import_module("shared.settings"), importlib.import_module("shared.tasks.service")
-    for cached in (settings.task_api_settings, settings.task_log_settings, tasks.task_api, tasks.task_recorder):
+    recorder = importlib.import_module("shared.tasks.recorder")
+    for cached in (settings.task_api_settings, settings.task_log_settings, tasks.task_api, recorder.task_recorder):
         cached.cache_clear()

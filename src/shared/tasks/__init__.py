@@ -1,1 +1,2 @@
-"""The async request/reply API: the task service, its append-only status log, the task types."""
+"""The async request/reply API: the task service, the recorder of task ends, the append-only status log, the task
+types."""

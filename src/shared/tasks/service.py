@@ -3,7 +3,7 @@
 A task is accepted by writing the head of its log, then its workflow is started with the task id as the execution
 name, so no retry can start it twice. Everything a client reads comes from the log, scoped to the task's owner.
 Terminal statuses are appended once per task (a conditional write on the end key), by whoever gets there first:
-the execution's status-change event, a cancellation, or a failed start.
+the execution's status-change event (shared.tasks.recorder), a cancellation, or a failed start.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
-from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
-from pydantic import BaseModel, ConfigDict, Field
 
 from shared.aws import client, error_code
 from shared.exceptions import (
@@ -30,8 +28,8 @@ from shared.exceptions import (
     TaskNotFoundError,
     UnknownTaskTypeError,
 )
-from shared.observability import logger, metrics
-from shared.settings import TaskApiSettings, TaskLogSettings, task_api_settings, task_log_settings
+from shared.observability import logger
+from shared.settings import TaskApiSettings, TaskLogSettings, task_api_settings
 from shared.tasks.statuslog import (
     CANCELLED,
     END_SEQ,
@@ -41,6 +39,7 @@ from shared.tasks.statuslog import (
     SUCCEEDED,
     TERMINAL,
     Entry,
+    ResultStore,
     StatusLog,
     timestamp,
 )
@@ -84,36 +83,6 @@ def task_of(task_id: str, entries: list[Entry]) -> Task:
         error=newest.detail.get("error") if newest.terminal else None,
         cause=newest.detail.get("cause") if newest.terminal else None,
     )
-
-
-class StatusChange(BaseModel):
-    """The detail of a `Step Functions Execution Status Change` event (the fields used here)."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    execution_arn: str = Field(alias="executionArn")
-    name: str
-    status: str
-    stop_date: int | None = Field(default=None, alias="stopDate")
-    output: str | None = None
-    error: str | None = None
-    cause: str | None = None
-
-
-class ResultStore:
-    """Outputs too large for a log entry, one S3 object per task."""
-
-    def __init__(self, bucket: str) -> None:
-        self.bucket = bucket
-
-    def put(self, task_id: str, output: str) -> str:
-        key = f"results/{task_id}.json"
-        client("s3").put_object(Bucket=self.bucket, Key=key, Body=output.encode(), ContentType="application/json")
-        return f"s3://{self.bucket}/{key}"
-
-    def get(self, location: str) -> str:
-        bucket, _, key = location.removeprefix("s3://").partition("/")
-        return str(client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode())
 
 
 class Tasks:
@@ -273,48 +242,6 @@ class Tasks:
             if error_code(exc) != "ExecutionDoesNotExist":  # it never started
                 raise
 
-    # --- the end of an execution --------------------------------------------------------------------------------
-    def record_end(self, change: StatusChange) -> bool:
-        """Append the terminal entry for a task's execution that ended; False if it is not a task's execution or
-        its task already has one (a duplicate event, or the task was cancelled first)."""
-        entries = self.log.entries(change.name)
-        if not entries or entries[0].seq != HEAD_SEQ or entries[0].execution_arn != change.execution_arn:
-            logger.info("not a task's execution", extra={"executionArn": change.execution_arn})
-            return False
-        if entries[-1].terminal:
-            return False
-        status, output, error, cause = change.status, change.output, change.error, change.cause
-        failed = status in {"FAILED", "TIMED_OUT"}
-        if (status == SUCCEEDED and output is None) or (failed and error is None and cause is None):
-            # The event leaves out an output over 256 KB; DescribeExecution has it (and moto drops a failure's cause
-            # there, so the event's error and cause come first).
-            described = client("stepfunctions").describe_execution(executionArn=change.execution_arn)
-            output = output if output is not None else described.get("output")
-            error, cause = error or described.get("error"), cause or described.get("cause")
-        stopped = datetime.fromtimestamp(change.stop_date / 1000, UTC) if change.stop_date else None
-        end = Entry(
-            seq=END_SEQ,
-            status=status,
-            at=timestamp(stopped),
-            detail={k: v for k, v in {"error": error, "cause": cause}.items() if v is not None},
-            expires_at=entries[0].expires_at,
-        )
-        if status == SUCCEEDED:
-            output = output if output is not None else "null"
-            if len(output.encode()) > self.settings.inline_result_max_bytes:
-                end = _with(end, output_location=self.results.put(change.name, output))
-            else:
-                end = _with(end, output=output)
-        recorded = self.log.end(change.name, end)
-        if recorded:
-            logger.info("task ended", extra={"taskId": change.name, "status": status})
-            metrics.add_metric(name=f"Task{status.title().replace('_', '')}", unit=MetricUnit.Count, value=1)
-        return recorded
-
-
-def _with(entry: Entry, **changes: Any) -> Entry:
-    return Entry(**{**entry.__dict__, **changes})
-
 
 @cache
 def task_api() -> Tasks:
@@ -330,10 +257,3 @@ def task_api() -> Tasks:
         settings.state_machines,
         settings.start_grace_seconds,
     )
-
-
-@cache
-def task_recorder() -> Tasks:
-    """The Tasks of the status-change function (records ends; starts nothing)."""
-    settings = task_log_settings()
-    return Tasks(StatusLog(settings.task_table), ResultStore(settings.result_bucket), settings)

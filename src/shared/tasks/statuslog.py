@@ -1,4 +1,5 @@
-"""Data access for the task status log: one DynamoDB table, append-only (no entry is ever updated or deleted).
+"""Data access for the task status log: one DynamoDB table, append-only (no entry is ever updated or deleted), and
+the S3 objects of results too large for an entry.
 
 Partition `taskId`, sort `seq`, a time-ordered sequence: `<ISO-8601 UTC time, ms>#<what wrote it>` for progress
 entries (the workflows write the same format from `$$.State.EnteredTime`). Two keys are fixed so that one
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.aws import conditionally, table
+from shared.aws import client, conditionally, table
 
 HEAD_SEQ = "0000-00-00T00:00:00.000Z#SUBMITTED"
 END_SEQ = "9999-12-31T23:59:59.999Z#END"
@@ -135,3 +136,19 @@ class StatusLog:
             conditionally(lambda: self._table.put_item(Item=item, ConditionExpression="attribute_not_exists(seq)"))
             is not None
         )
+
+
+class ResultStore:
+    """Outputs too large for a log entry, one S3 object per task."""
+
+    def __init__(self, bucket: str) -> None:
+        self.bucket = bucket
+
+    def put(self, task_id: str, output: str) -> str:
+        key = f"results/{task_id}.json"
+        client("s3").put_object(Bucket=self.bucket, Key=key, Body=output.encode(), ContentType="application/json")
+        return f"s3://{self.bucket}/{key}"
+
+    def get(self, location: str) -> str:
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        return str(client("s3").get_object(Bucket=bucket, Key=key)["Body"].read().decode())
