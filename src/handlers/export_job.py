@@ -3,37 +3,19 @@ re-queue with DelaySeconds, or end the waiting task). Failed records are reporte
 responses); a poison message reaches the dead-letter queue after maxReceiveCount, and the task then fails by
 heartbeat timeout."""
 
-from typing import Any, Literal
+from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from pydantic import BaseModel, ConfigDict, Field
 
 from shared.export.healthlake import begin_export, check_export
+from shared.export.messages import Check, Start
 from shared.observability import logger, metrics, token_ref, tracer
 from shared.settings import export_settings
 
 processor = BatchProcessor(event_type=EventType.SQS)
-
-
-class Start(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, hide_input_in_errors=True)
-
-    action: Literal["start"]
-    task_token: str = Field(alias="taskToken", min_length=1, repr=False)
-    execution_arn: str = Field(alias="executionArn", min_length=1)
-    execution_name: str = Field(alias="executionName", min_length=1)
-    last_run_time: str | None = Field(alias="lastRunTime", default=None)
-
-
-class Check(BaseModel):
-    model_config = ConfigDict(populate_by_name=True, hide_input_in_errors=True)
-
-    action: Literal["check"]
-    task_token: str = Field(alias="taskToken", min_length=1, repr=False)
-    job_id: str = Field(alias="jobId", min_length=1)
 
 
 def record_handler(record: SQSRecord) -> None:

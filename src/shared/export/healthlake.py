@@ -21,6 +21,7 @@ from shared.aws import client, table
 from shared.callback.adapters import HEALTHLAKE, Outcome, healthlake_job_id
 from shared.callback.service import send_heartbeat, send_outcome
 from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
+from shared.export.messages import Check, Start
 from shared.observability import logger
 from shared.settings import ExportSettings
 
@@ -84,11 +85,11 @@ def begin_export(settings: ExportSettings, task_token: str, execution_arn: str, 
     except ExportBusyError:
         if not send_heartbeat(task_token, f"export of {execution_arn}"):
             return "CLOSED"
-        message = {"action": "start", "taskToken": task_token, "executionArn": execution_arn}
+        again = Start(
+            action="start", task_token=task_token, execution_arn=execution_arn, execution_name=name, last_run_time=since
+        )
         client("sqs").send_message(
-            QueueUrl=settings.queue_url,
-            MessageBody=json.dumps({**message, "executionName": name, "lastRunTime": since}),
-            DelaySeconds=settings.recheck_delay_seconds,
+            QueueUrl=settings.queue_url, MessageBody=again.body(), DelaySeconds=settings.recheck_delay_seconds
         )
         return "WAITING"
     # Also after a redelivered start (the first delivery may have died before queueing its check): two check chains
@@ -158,7 +159,7 @@ def _exported_files(bucket: str, job: dict[str, Any]) -> Iterator[str]:
 def enqueue_check(settings: ExportSettings, task_token: str, job_id: str) -> None:
     client("sqs").send_message(
         QueueUrl=settings.queue_url,
-        MessageBody=json.dumps({"action": "check", "taskToken": task_token, "jobId": job_id}),
+        MessageBody=Check(action="check", task_token=task_token, job_id=job_id).body(),
         DelaySeconds=settings.recheck_delay_seconds,
     )
 
