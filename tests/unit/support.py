@@ -807,3 +807,17 @@ def fhir_patients(count: int, start: int = 0) -> list[dict[str, Any]]:
         }
         for n in range(start, start + count)
     ]
+
+
+def asl_states(workflow: str) -> list[dict[str, Any]]:
+    """Every state of statemachines/<workflow>.asl.json, those of Parallel branches and Map processors included."""
+
+    def states(definition: dict[str, Any]) -> list[dict[str, Any]]:
+        found = []
+        for state in definition.get("States", {}).values():
+            found.append(state)
+            for inner in [*state.get("Branches", []), state.get("ItemProcessor") or state.get("Iterator") or {}]:
+                found += states(inner)
+        return found
+
+    return states(json.loads((REPO / "statemachines" / f"{workflow}.asl.json").read_text()))

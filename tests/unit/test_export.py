@@ -22,11 +22,11 @@ from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.support import (
     ACCOUNT,
     REGION,
-    REPO,
     WAIT_S,
     ClientSpy,
     ExportAccount,
     WaitingTask,
+    asl_states,
     fhir_patients,
     invoke,
     ndjson,
@@ -550,21 +550,10 @@ def test_the_workflow_writes_the_start_message_the_consumer_reads() -> None:
     # Given the export workflow's SQS task (its MessageBody) and the queue's start model
     from shared.export.messages import Start
 
-    definition = json.loads((REPO / "statemachines" / "export.asl.json").read_text())
-    tasks = [s for s in _states(definition) if s.get("Resource", "").startswith("arn:aws:states:::sqs:sendMessage")]
+    tasks = [s for s in asl_states("export") if s.get("Resource", "").startswith("arn:aws:states:::sqs:sendMessage")]
     assert len(tasks) == 1, tasks
     body = tasks[0]["Parameters"]["MessageBody"]
     # Then the workflow writes exactly the model's fields, in the wire's names, and the start action
     written = {name.removesuffix(".$") for name in body}
     assert written == {field.alias or name for name, field in Start.model_fields.items()}
     assert body["action"] == "start"
-
-
-def _states(definition: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every state of a definition, those of Parallel branches and Map iterators included."""
-    found = []
-    for state in definition.get("States", {}).values():
-        found.append(state)
-        for inner in [*state.get("Branches", []), state.get("ItemProcessor") or state.get("Iterator") or {}]:
-            found += _states(inner)
-    return found

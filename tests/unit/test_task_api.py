@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.support import REPO, function_variables, invoke
+from tests.unit.support import REPO, asl_states, function_variables, invoke
 from tests.unit.task_support import GOOD_INPUT, OTHER, OWNER, TaskAccount, http_event
 
 
@@ -330,3 +330,23 @@ def test_every_event_sample_of_the_api_names_a_route_of_the_template() -> None:
     assert samples
     for sample in samples:
         assert json.loads(sample.read_text())["routeKey"] in routes, sample.name
+
+
+def test_the_workflows_progress_entries_have_the_status_logs_shape() -> None:
+    # Given the status log's entry item and the documents workflow's writes to the task table
+    from shared.tasks.statuslog import Entry
+
+    fields = set(Entry(seq="s", status="S", at="a").item("t"))
+    writes = [
+        state["Parameters"]
+        for state in asl_states("documents")
+        if state.get("Resource") == "arn:aws:states:::dynamodb:putItem"
+        and state["Parameters"]["TableName"] == "${TaskTable}"
+    ]
+    assert writes, "the documents workflow writes no progress entry"
+    for write in writes:
+        # Then each writes exactly the entry's fields, appends only, and keys its entry by time and its own status
+        assert set(write["Item"]) == fields, write
+        assert write["ConditionExpression"] == "attribute_not_exists(seq)"
+        status = write["Item"]["status"]["S"]
+        assert write["Item"]["seq"]["S.$"].endswith(f"#{status}', $$.State.EnteredTime)"), write

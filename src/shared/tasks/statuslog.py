@@ -52,6 +52,18 @@ class Entry:
     def terminal(self) -> bool:
         return self.seq == END_SEQ
 
+    def item(self, task_id: str) -> dict[str, Any]:
+        """The entry's DynamoDB item: the fields every entry has (the head and the end add their own). The workflows
+        write their progress entries in this shape too (statemachines/documents.asl.json)."""
+        return {
+            "taskId": task_id,
+            "seq": self.seq,
+            "status": self.status,
+            "at": self.at,
+            "detail": self.detail,
+            "expiresAt": self.expires_at,
+        }
+
     @classmethod
     def from_item(cls, item: dict[str, Any]) -> Entry:
         return cls(
@@ -98,7 +110,7 @@ class StatusLog:
 
     def create(self, task_id: str, head: Entry) -> bool:
         """Write the head entry unless the task exists; return whether it was written."""
-        item = self._item(task_id, head) | {
+        item = head.item(task_id) | {
             "owner": head.owner,
             "type": head.type,
             "input": json.dumps(head.input, separators=(",", ":")),
@@ -109,27 +121,16 @@ class StatusLog:
 
     def append(self, task_id: str, entry: Entry) -> bool:
         """Append a progress entry; an entry with the same key already there is kept (a retried write)."""
-        return self._put(self._item(task_id, entry))
+        return self._put(entry.item(task_id))
 
     def end(self, task_id: str, entry: Entry) -> bool:
         """Append the terminal entry unless the task already has one; return whether it was written."""
-        item = self._item(task_id, entry)
+        item = entry.item(task_id)
         if entry.output is not None:
             item["output"] = entry.output
         if entry.output_location is not None:
             item["outputLocation"] = entry.output_location
         return self._put(item)
-
-    @staticmethod
-    def _item(task_id: str, entry: Entry) -> dict[str, Any]:
-        return {
-            "taskId": task_id,
-            "seq": entry.seq,
-            "status": entry.status,
-            "at": entry.at,
-            "detail": entry.detail,
-            "expiresAt": entry.expires_at,
-        }
 
     def _put(self, item: dict[str, Any]) -> bool:
         return (
