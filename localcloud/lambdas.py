@@ -352,6 +352,8 @@ class FunctionPool:
     def _acquire(self, wait: bool) -> Worker:
         with self._freed:
             while True:
+                if self._stopped:
+                    raise RuntimeError(f"{self.spec.name}: the offline cloud has stopped")
                 if self._idle:
                     return self._idle.pop()
                 if self._failed_inits:
@@ -396,10 +398,12 @@ class FunctionPool:
             worker.kill()
 
     def stop(self) -> None:
-        """End the idle workers now and each busy or starting one when its invocation or init returns."""
+        """End the idle workers now and each busy or starting one when its invocation or init returns; invocations
+        still waiting for a worker fail."""
         with self._freed:
             self._stopped = True
             idle, self._idle = self._idle, []
+            self._freed.notify_all()
         for worker in idle:
             worker.kill()
 

@@ -62,3 +62,33 @@ def test_an_invocation_takes_the_warm_worker_freed_while_its_cold_start_is_still
     wait_for(lambda: pool.in_flight == 0, timeout=10, what="the second environment")
     assert pool.cold_starts == 2
     first.join(timeout=10)
+
+
+def test_an_invocation_waiting_for_a_worker_fails_when_the_cloud_stops() -> None:
+    init = threading.Event()
+
+    def start_worker(spec: Any) -> HeldWorker:
+        init.wait()  # the only environment's init runs until the test lets it end
+        return HeldWorker(1)
+
+    pool = FunctionPool(SimpleNamespace(name="fn", arn="arn:fn"), limit=1, start_worker=start_worker)  # type: ignore[arg-type]
+    failures: list[Exception] = []
+
+    def invoke() -> None:
+        try:
+            pool.invoke({}, wait=True)
+        except RuntimeError as exc:
+            failures.append(exc)
+
+    # Given an invocation waiting for a worker that is still starting
+    waiting = threading.Thread(target=invoke)
+    waiting.start()
+    wait_for(lambda: pool.in_flight == 1, timeout=10, what="the environment to start")
+    # When the cloud stops, and the init then ends
+    pool.stop()
+    init.set()
+    waiting.join(timeout=10)
+    # Then the invocation fails instead of starting environments for a stopped cloud
+    assert [str(f) for f in failures] == ["fn: the offline cloud has stopped"]
+    wait_for(lambda: pool.in_flight == 0, timeout=10, what="the started environment to end")
+    assert pool.cold_starts == 1
