@@ -294,9 +294,13 @@ def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: st
 def _branch_routine(self: BranchWorker) -> None:
     """A branch stopped before it set its next state raised ("Could not set NextState value when in state
     ProgramStopped") and never reported its end, so the Parallel state, and a stopped execution with it, waited
-    for ever (RUNNING). Report the end whatever the branch raised, as its program is over either way."""
+    for ever (RUNNING). Report the end whatever the branch raised, as its program is over either way; the error of
+    a branch that was stopped is that stop, not a failure to report on the thread."""
     try:
         self._program.eval(self.env)
+    except RuntimeError:
+        if not isinstance(self.env.program_state(), ProgramStopped):
+            raise
     finally:
         self._branch_worker_comm.on_terminated(env=self.env)
 

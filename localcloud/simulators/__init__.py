@@ -9,6 +9,7 @@ completion event on the default bus. They are test and demo infrastructure, neve
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -139,6 +140,7 @@ def _params(body: bytes | str | None, url: str, operation: OperationModel) -> di
     return params
 
 
+@functools.cache  # botocore keeps one OperationModel per operation; the pattern is built once, not per request
 def _uri_pattern(operation: OperationModel) -> re.Pattern[str]:
     """The operation's requestUri as a regex: `{Label}` one path segment, `{Label+}` (greedy) the rest."""
     template = re.escape(operation.http.get("requestUri", "/").split("?")[0])
