@@ -419,8 +419,14 @@ def machine() -> dict[str, Any]:
     }
 
 
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> list[str]:
+    """A Markdown section: its title, then one table."""
+    lines = ["", f"## {title}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    return lines + ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+
+
 def markdown(results: dict[str, Any]) -> str:
-    m = results["machine"]
+    m, p3, h = results["machine"], results["p3"], results["http"]
     lines = [
         "# Performance (make bench)",
         "",
@@ -428,71 +434,84 @@ def markdown(results: dict[str, Any]) -> str:
         "offline cloud of this repository (moto's Step Functions interpreter, the functions' packages in workers).",
         "Offline figures say how the design behaves, not what AWS's own latencies are.",
         "Raw figures: .aws-sam/bench/results.json.",
-        "",
-        "## P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)",
-        "",
-        "| job | callback transitions | polling transitions | ratio | callback Lambda / DynamoDB w+r / events |"
-        " polling Describe calls |",
-        "|---|---|---|---|---|---|",
     ]
-    for row in results["p1"]:
-        c, p = row["callback"], row["polling"]
-        lines.append(
-            f"| {row['job_minutes']} min | {c['transitions']} | {p['transitions']} | "
-            f"{row['transitions_ratio_polling_to_callback']}x | {c['lambda_invocations']} / "
-            f"{c['dynamodb_writes']}+{c['dynamodb_reads']} / {c['events']} | {p['describe_calls']} |"
-        )
-    lines += ["", "## P2 resume latency (event put -> task closed)", "", "| in flight | jobs | p50 | p95 | p99 |"]
-    lines.append("|---|---|---|---|---|")
-    for row in results["p2"]:
-        lines.append(
-            f"| {row['in_flight']} | {row['jobs']} | {row['p50_ms']} ms | {row['p95_ms']} ms | {row['p99_ms']} ms |"
-        )
-    p3 = results["p3"]
-    lines += [
-        "",
-        f"## P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
-        "",
-        "| function | ms | x boto3 |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {name} | {row['ms']} | {row['vs_boto3']} |" for name, row in sorted(p3["handlers"].items())]
+    lines += table(
+        "P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)",
+        [
+            "job",
+            "callback transitions",
+            "polling transitions",
+            "ratio",
+            "callback Lambda / DynamoDB w+r / events",
+            "polling Describe calls",
+        ],
+        [
+            [
+                f"{row['job_minutes']} min",
+                row["callback"]["transitions"],
+                row["polling"]["transitions"],
+                f"{row['transitions_ratio_polling_to_callback']}x",
+                f"{row['callback']['lambda_invocations']} / {row['callback']['dynamodb_writes']}+"
+                f"{row['callback']['dynamodb_reads']} / {row['callback']['events']}",
+                row["polling"]["describe_calls"],
+            ]
+            for row in results["p1"]
+        ],
+    )
+    lines += table(
+        "P2 resume latency (event put -> task closed)",
+        ["in flight", "jobs", "p50", "p95", "p99"],
+        [
+            [row["in_flight"], row["jobs"], f"{row['p50_ms']} ms", f"{row['p95_ms']} ms", f"{row['p99_ms']} ms"]
+            for row in results["p2"]
+        ],
+    )
+    lines += table(
+        f"P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
+        ["function", "ms", "x boto3"],
+        [[name, row["ms"], row["vs_boto3"]] for name, row in sorted(p3["handlers"].items())],
+    )
     top = ", ".join(f"{name} {us / 1000:.0f} ms" for name, us in p3["top_imports_us"].items())
     lines += ["", f"Top imports of {p3['slowest']} (cumulative): {top}."]
-    lines += [
-        "",
-        "## P4 N callback jobs (100 in flight)",
-        "",
-        "| N | seconds | lost | duplicated | failed | peak RSS MB | peak threads | time(N)/time(N/2) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in results["p4"]:
-        lines.append(
-            f"| {row['jobs']} | {row['seconds']} | {row['lost']} | {row['duplicated']} | {row['failed']} | "
-            f"{row['peak_rss_mb']} | {row['peak_threads']} | {row.get('time_ratio_to_half', '')} |"
-        )
-    lines += [
-        "",
-        f"## P5 cost per 1,000 jobs on AWS (prices read {PRICES['read_on']}, us-east-1, in tests/bench/bench.py)",
-        "",
-        "| job | callback USD | polling USD |",
-        "|---|---|---|",
-    ]
-    for row in results["p5"]:
-        lines.append(
-            f"| {row['job_minutes']} min | {row['callback_usd_per_1000_jobs']} | {row['polling_usd_per_1000_jobs']} |"
-        )
-    h = results["http"]
-    lines += [
-        "",
-        f"## HTTP: {h['tasks']} signed POST /task (documents tasks) from {h['clients']} clients at once",
-        "",
-        "| accepted | POST p50 | POST p99 | tasks ended | not ended | serving RSS before / after |",
-        "|---|---|---|---|---|---|",
-        f"| {h['accepted']} | {h['post_p50_ms']} ms | {h['post_p99_ms']} ms | "
-        f"{', '.join(f'{n} {s}' for s, n in sorted(h['ended'].items()))} | {h['not_ended']} | "
-        f"{h['rss_before_mb']} / {h['rss_after_mb']} MB |",
-    ]
+    lines += table(
+        "P4 N callback jobs (100 in flight)",
+        ["N", "seconds", "lost", "duplicated", "failed", "peak RSS MB", "peak threads", "time(N)/time(N/2)"],
+        [
+            [
+                row["jobs"],
+                row["seconds"],
+                row["lost"],
+                row["duplicated"],
+                row["failed"],
+                row["peak_rss_mb"],
+                row["peak_threads"],
+                row.get("time_ratio_to_half", ""),
+            ]
+            for row in results["p4"]
+        ],
+    )
+    lines += table(
+        f"P5 cost per 1,000 jobs on AWS (prices read {PRICES['read_on']}, us-east-1, in tests/bench/bench.py)",
+        ["job", "callback USD", "polling USD"],
+        [
+            [f"{row['job_minutes']} min", row["callback_usd_per_1000_jobs"], row["polling_usd_per_1000_jobs"]]
+            for row in results["p5"]
+        ],
+    )
+    lines += table(
+        f"HTTP: {h['tasks']} signed POST /task (documents tasks) from {h['clients']} clients at once",
+        ["accepted", "POST p50", "POST p99", "tasks ended", "not ended", "serving RSS before / after"],
+        [
+            [
+                h["accepted"],
+                f"{h['post_p50_ms']} ms",
+                f"{h['post_p99_ms']} ms",
+                ", ".join(f"{n} {s}" for s, n in sorted(h["ended"].items())),
+                h["not_ended"],
+                f"{h['rss_before_mb']} / {h['rss_after_mb']} MB",
+            ]
+        ],
+    )
     return "\n".join(lines) + "\n"
 
 
