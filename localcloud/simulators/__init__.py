@@ -42,17 +42,27 @@ class ServiceError(Exception):
 
 
 class Simulator:
-    """Base class: subclasses set `service` (botocore's name) and define one method per operation name."""
+    """Base class: subclasses set `service` (botocore's name) and `outcomes` (what the `outcome` knob may name: the
+    terminal status of every job), and define one method per operation name. `jobs` holds the jobs by id,
+    `_by_token` their ids by client token (idempotent retries); `_lock` guards both (re-entrant: a locked
+    operation may call a helper that takes it again)."""
 
     service: ClassVar[str]
+    outcomes: ClassVar[tuple[str, ...]]
 
-    def __init__(self, region: str, delay_seconds: float = 1.0, speedup: float = 1.0) -> None:
+    def __init__(self, region: str, delay_seconds: float, speedup: float, outcome: str) -> None:
+        if outcome not in self.outcomes:
+            raise ValueError(f"outcome must be one of {self.outcomes}, not {outcome!r}")
         self.region = region
         self.delay_seconds = delay_seconds
         self.speedup = speedup
+        self.outcome = outcome
+        self.jobs: dict[str, Any] = {}  # subclasses declare their job type
+        self._by_token: dict[str, str] = {}
+        self._lock = threading.RLock()
         self._timers: list[threading.Timer] = []
         self._clients: dict[str, Any] = {}
-        self._base_lock = threading.Lock()  # guards the clients and the timers (subclasses have their own _lock)
+        self._base_lock = threading.Lock()  # guards the clients and the timers (`_lock` guards the jobs)
         self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
 
     def now(self) -> datetime:

@@ -299,6 +299,8 @@ class HealthLakeSimulator(Simulator):
     """AWS HealthLake's data stores, FHIR endpoint and bulk-data exports; see the module docstring."""
 
     service: ClassVar[str] = "healthlake"
+    outcomes = OUTCOMES
+    jobs: dict[str, _Job]
 
     def __init__(
         self,
@@ -313,19 +315,14 @@ class HealthLakeSimulator(Simulator):
         one_running_export: bool = True,
         credentials: Iterable[Credential] = (),
     ) -> None:
-        super().__init__(region, delay_seconds, speedup)
-        if outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        super().__init__(region, delay_seconds, speedup, outcome)
         if not 0 <= file_count <= len(SEED_TYPES):
             raise ValueError(f"file_count must be between 0 and {len(SEED_TYPES)}")
         if records_per_file < 1:
             raise ValueError("records_per_file must be at least 1")
-        self.outcome, self.file_count, self.records_per_file = outcome, file_count, records_per_file
+        self.file_count, self.records_per_file = file_count, records_per_file
         self.record_bytes, self.one_running_export = record_bytes, one_running_export
         self.datastores: dict[str, _Datastore] = {}
-        self.jobs: dict[str, _Job] = {}
-        self._by_token: dict[str, str] = {}
-        self._lock = threading.RLock()
         self.credentials: dict[str, Credential] = {c.access_key_id: c for c in credentials}
         self._server: _FhirServer | None = _FhirServer(("127.0.0.1", 0), _FhirHandler)
         self._server.simulator = self

@@ -285,6 +285,8 @@ class MacieSimulator(Simulator):
     """Amazon Macie's one-time classification jobs, their findings and their job log; see the module docstring."""
 
     service: ClassVar[str] = "macie2"
+    outcomes = OUTCOMES
+    jobs: dict[str, _Job]
 
     def __init__(
         self,
@@ -296,16 +298,11 @@ class MacieSimulator(Simulator):
         log_copies: int = 1,
         drop_logs: bool = False,
     ) -> None:
-        super().__init__(region, delay_seconds, speedup)
-        if outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        super().__init__(region, delay_seconds, speedup, outcome)
         if log_copies < 1:
             raise ValueError("log_copies must be at least 1 (use drop_logs=True for no terminal log line)")
-        self.outcome, self.log_copies, self.drop_logs = outcome, log_copies, drop_logs
-        self.jobs: dict[str, _Job] = {}
+        self.log_copies, self.drop_logs = log_copies, drop_logs
         self.findings: dict[str, dict[str, Any]] = {}  # by id, in creation order
-        self._by_token: dict[str, str] = {}
-        self._lock = threading.Lock()
         self._log_lock = threading.Lock()
 
     def stop(self) -> None:

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -124,6 +123,8 @@ class TranslateSimulator(Simulator):
     """Amazon Translate's batch API (Start/Describe/Stop/ListTextTranslationJob(s)); see the module docstring."""
 
     service: ClassVar[str] = "translate"
+    outcomes = OUTCOMES
+    jobs: dict[str, _Job]
 
     def __init__(
         self,
@@ -135,15 +136,10 @@ class TranslateSimulator(Simulator):
         event_copies: int = 1,
         drop_events: bool = False,
     ) -> None:
-        super().__init__(region, delay_seconds, speedup)
-        if outcome not in OUTCOMES:
-            raise ValueError(f"outcome must be one of {OUTCOMES}, not {outcome!r}")
+        super().__init__(region, delay_seconds, speedup, outcome)
         if event_copies < 1:
             raise ValueError("event_copies must be at least 1 (use drop_events=True for no event)")
-        self.outcome, self.event_copies, self.drop_events = outcome, event_copies, drop_events
-        self.jobs: dict[str, _Job] = {}
-        self._by_token: dict[str, str] = {}
-        self._lock = threading.Lock()
+        self.event_copies, self.drop_events = event_copies, drop_events
 
     # --- operations -------------------------------------------------------------------------------------------
 
