@@ -1,4 +1,4 @@
-"""Fixtures for the unit tests: moto with the token table and the functions' environment from template.yaml.
+"""Fixtures for the unit tests: template.yaml deployed on moto once for the package, each test a cold start.
 
 moto's fixes from localcloud.sfn are installed so that StopExecution ends a callback wait at once, as on AWS (gap 4 in
 docs/offline-cloud.md); without them a stopped execution waits on and a late SendTaskSuccess is accepted.
@@ -19,22 +19,23 @@ from moto import mock_aws
 from localcloud import patches
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.healthlake import HealthLakeSimulator
+from tests.unit import support
 from tests.unit.support import (
     ACCOUNT,
     MOTO_CONFIG,
     REGION,
     Aws,
     ClientSpy,
+    Deliveries,
+    Deployed,
     EventBus,
     ExportAccount,
     WaitingTask,
     Workflows,
     check_observability,
-    clear_caches,
-    create_table,
-    function_environment,
-    physical_name,
-    rule_patterns,
+    cold_start,
+    deploy_template,
+    empty_bucket,
     use_project_sources,
 )
 from tests.unit.task_support import TaskAccount, task_account
@@ -46,10 +47,10 @@ def _moto_fixes() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(scope="module")
-def offline_account() -> Iterator[tuple[Any, Workflows]]:
-    """moto, with the token table the template declares and the waiting-task workflows, once per test module (the
-    `aws` fixture empties them between tests)."""
+@pytest.fixture(scope="package")
+def deployed() -> Iterator[tuple[Deployed, Workflows]]:
+    """moto with template.yaml deployed (as `sam deploy` would) and the waiting-task workflows, once for the unit
+    tests; the fixtures empty what a test wrote. The rules' deliveries to functions are recorded, not run."""
     with pytest.MonkeyPatch.context() as monkeypatch:
         for name, value in {
             "AWS_ACCESS_KEY_ID": "testing",
@@ -60,30 +61,46 @@ def offline_account() -> Iterator[tuple[Any, Workflows]]:
         }.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("AWS_PROFILE", raising=False)
-        with mock_aws(config=MOTO_CONFIG):
-            yield create_table("TokenTable"), Workflows()
+        deliveries = Deliveries()
+        with mock_aws(config=MOTO_CONFIG), patches.Patches(patches.event_delivery(deliveries.deliver, undeliverable)):
+            stack = deploy_template(deliveries)
+            support._deployed.append(stack)
+            try:
+                yield stack, Workflows()
+            finally:
+                support._deployed.remove(stack)
+
+
+def undeliverable(arn: str, record: Any) -> None:
+    raise AssertionError(f"a rule's delivery failed and went to its dead-letter queue {arn}: {record}")
 
 
 @pytest.fixture
-def aws(offline_account: tuple[Any, Workflows], monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
-    """The token table (empty) and the functions' environment from template.yaml, with fresh caches of the
-    functions' settings, Callbacks and boto3 clients: each test is a cold start."""
-    table, workflows = offline_account
-    environment = function_environment()
+def stack(deployed: tuple[Deployed, Workflows]) -> Deployed:
+    """template.yaml as deployed (resource names, each function's environment, the rules)."""
+    return deployed[0]
+
+
+@pytest.fixture
+def aws(deployed: tuple[Deployed, Workflows], monkeypatch: pytest.MonkeyPatch) -> Iterator[Aws]:
+    """The token table (empty) and the functions' environment, each test a cold start (no cached settings,
+    clients or services of an earlier test)."""
+    stack, workflows = deployed
+    environment = stack.all_environments()
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    assert table.name == environment["TOKEN_TABLE"]
     use_project_sources(monkeypatch)
     check_observability(environment)
-    clear_caches()
-    account = Aws(environment, table, workflows)
+    cold_start()
+    stack.deliveries.clear()
+    table = boto3.resource("dynamodb", region_name=REGION).Table(stack.physical_id("TokenTable"))
+    account = Aws(environment, table, workflows, stack)
     try:
         yield account
     finally:
         workflows.stop_all()
         account.clear()
-        clear_caches()
+        cold_start()
         importlib.import_module("shared.observability").metrics.clear_metrics()
 
 
@@ -128,24 +145,10 @@ def stubbed(aws: Aws) -> Iterator[Callable[[str], Stubber]]:
 
 
 @pytest.fixture
-def resume_rules(aws: Aws) -> Iterator[EventBus]:
-    """The template's EventBridge rules for the resume function on moto's default bus, targeting a queue."""
-    events = boto3.client("events", region_name=REGION)
-    sqs = boto3.client("sqs", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName="resume-function-stand-in")["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-    rules = rule_patterns("resume_job")
-    assert rules, "template.yaml: the resume function has no EventBridgeRule event"
-    for name, pattern in rules.items():
-        events.put_rule(Name=name, EventPattern=json.dumps(pattern))
-        events.put_targets(Rule=name, Targets=[{"Id": "ResumeJobFunction", "Arn": queue_arn}])
-    try:
-        yield EventBus(sqs, queue_url)
-    finally:
-        for name in rules:
-            events.remove_targets(Rule=name, Ids=["ResumeJobFunction"])
-            events.delete_rule(Name=name)
-        sqs.delete_queue(QueueUrl=queue_url)
+def resume_rules(aws: Aws) -> EventBus:
+    """What the template's EventBridge rules deliver to the resume function."""
+    assert aws.stack.rule_patterns("resume_job"), "template.yaml: the resume function has no EventBridgeRule event"
+    return EventBus(aws.stack.deliveries, aws.stack.function_arn("resume_job"))
 
 
 @pytest.fixture
@@ -161,49 +164,36 @@ def s3_bucket(aws: Aws) -> Iterator[Callable[[str], Any]]:
 
     yield create
     for name in created:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
-            for listed in page.get("Contents", []):
-                s3.delete_object(Bucket=name, Key=listed["Key"])
+        empty_bucket(s3, name)
         s3.delete_bucket(Bucket=name)
 
 
 @pytest.fixture
 def export_account(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[ExportAccount]:
-    """The export workflow's state table, queue, bucket and bus as template.yaml declares them (gone after the
-    test); a rule on the bus copies every event to a queue, and the functions' SQS client records its calls."""
+    """The export workflow's deployed state table, queue, bucket and bus (emptied after the test); a rule on the bus
+    copies every event to a queue, and the functions' SQS client records its calls."""
     environment = aws.environment
-    table = create_table("ExportStateTable")
-    assert table.name == environment["EXPORT_TABLE"]
-    sqs = boto3.client("sqs", region_name=REGION)
+    table = boto3.resource("dynamodb", region_name=REGION).Table(environment["EXPORT_TABLE"])
     s3 = boto3.client("s3", region_name=REGION)
     events = boto3.client("events", region_name=REGION)
-    queue_url = sqs.create_queue(QueueName=physical_name("ExportQueue"))["QueueUrl"]
-    assert queue_url == environment["EXPORT_QUEUE_URL"]
-    s3.create_bucket(Bucket=environment["EXPORT_BUCKET"])
     bus_name = environment["EXPORT_BUS"].rsplit("/", 1)[-1]
-    assert events.create_event_bus(Name=bus_name)["EventBusArn"] == environment["EXPORT_BUS"]
-    copies_url = sqs.create_queue(QueueName="export-bus-copies")["QueueUrl"]
-    copies_arn = sqs.get_queue_attributes(QueueUrl=copies_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    copies = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:export-bus-copies"  # recorded, never run
     events.put_rule(Name="everything", EventBusName=bus_name, EventPattern=json.dumps({"account": [ACCOUNT]}))
-    events.put_targets(Rule="everything", EventBusName=bus_name, Targets=[{"Id": "copies", "Arn": copies_arn}])
+    events.put_targets(Rule="everything", EventBusName=bus_name, Targets=[{"Id": "copies", "Arn": copies}])
 
     shared_export = importlib.import_module("shared.export.healthlake")
     spy = ClientSpy(shared_export.client("sqs"))
     real_client = shared_export.client
     monkeypatch.setattr(shared_export, "client", lambda service: spy if service == "sqs" else real_client(service))
     try:
-        yield ExportAccount(environment, table, s3, EventBus(sqs, copies_url), spy)
+        yield ExportAccount(environment, table, s3, EventBus(aws.stack.deliveries, copies), spy)
     finally:
         events.remove_targets(Rule="everything", EventBusName=bus_name, Ids=["copies"])
         events.delete_rule(Name="everything", EventBusName=bus_name)
-        events.delete_event_bus(Name=bus_name)
-        for url in (queue_url, copies_url):
-            sqs.delete_queue(QueueUrl=url)
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=environment["EXPORT_BUCKET"]):
-            for listed in page.get("Contents", []):
-                s3.delete_object(Bucket=environment["EXPORT_BUCKET"], Key=listed["Key"])
-        s3.delete_bucket(Bucket=environment["EXPORT_BUCKET"])
-        table.delete()
+        empty_bucket(s3, environment["EXPORT_BUCKET"])
+        with table.batch_writer() as batch:
+            for item in table.scan(ConsistentRead=True)["Items"]:
+                batch.delete_item(Key={"pk": item["pk"]})
 
 
 @pytest.fixture
@@ -230,22 +220,10 @@ def healthlake(
 
 
 @pytest.fixture
-def tasks(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> Iterator[TaskAccount]:
-    """The task API's and status recorder's table, bucket and state machine on moto, with their environment from
-    template.yaml and fresh caches (a cold start); emptied after the test."""
-    account = task_account()
-    for name, value in account.environment.items():
-        monkeypatch.setenv(name, value)
-    clear_task_caches()
+def tasks(aws: Aws) -> Iterator[TaskAccount]:
+    """The task API's and status recorder's deployed table, bucket and state machines (emptied after the test)."""
+    account = task_account(aws.stack)
     try:
         yield account
     finally:
         account.clear()
-        clear_task_caches()
-
-
-def clear_task_caches() -> None:
-    settings, tasks = importlib.import_module("shared.settings"), importlib.import_module("shared.tasks.service")
-    recorder = importlib.import_module("shared.tasks.recorder")
-    for cached in (settings.task_api_settings, settings.task_log_settings, tasks.task_api, recorder.task_recorder):
-        cached.cache_clear()

@@ -1,15 +1,16 @@
-"""Helpers for the unit tests (fixtures live in conftest.py): template.yaml, the functions, real waiting tasks.
+"""Helpers for the unit tests (fixtures live in conftest.py): template.yaml deployed on moto, the functions, real
+waiting tasks.
 
-Nothing here retypes the template: the table's key schema, attribute definitions and TTL attribute, and the
-functions' environment variables (Globals), are read from template.yaml, so a template change reaches the tests.
+Nothing here retypes the template: `localcloud.deploy` stands it up on moto as `sam deploy` would (the same code the
+offline cloud deploys with), so every table, queue, bucket, bus, rule and state machine is the template's, under the
+name CloudFormation gives it, and `invoke` runs a handler with exactly its function's Environment.
 
 Step Functions runs for real on moto (`execute_state_machine`): `Workflows.start()` starts an execution whose one task
 waits with `.waitForTaskToken` and hands its token over an SQS queue, so SendTaskSuccess / SendTaskFailure act on
 a real task and DescribeExecution shows what the workflow saw.
 
-For what moto lacks (Translate, Macie classification jobs and findings, Bedrock Data Automation, HealthLake), the
-helpers at the end build what those services write and answer, in their documented shapes: describe responses,
-Translate's batch output layout, Macie findings and job log events, CloudWatch Logs subscription payloads.
+What moto lacks (Translate, Macie, Bedrock Data Automation, HealthLake) answers in the documented shapes that
+localcloud/shapes.py builds for the simulators too.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import gzip
 import hashlib
 import importlib
 import json
-import re
+import os
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,7 +35,9 @@ import boto3
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from localcloud.deploy import ACCOUNT_ID
+from localcloud.deploy import ACCOUNT_ID, Resource, Stack, deploy
+from localcloud.lambda_bootstrap import LambdaContext
+from localcloud.pollers import sqs_record
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
@@ -41,195 +45,78 @@ TEMPLATE = REPO / "template.yaml"
 EVENTS = REPO / "events"
 REGION = "us-east-1"
 ACCOUNT = ACCOUNT_ID
-STACK = "callback-kit-test"
+STACK = "callback-kit"  # the stack the samples under events/ were taken from, so they name its resources
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-workflow"
-MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}}
-# The variables the functions must get from the template's Globals (the tests rely on each of them).
-REQUIRED_VARIABLES = {
-    "TOKEN_TABLE",
-    "TASK_TIMEOUT_SECONDS",
-    "TOKEN_TTL_MARGIN_SECONDS",
-    "POWERTOOLS_SERVICE_NAME",
-    "POWERTOOLS_METRICS_NAMESPACE",
-}
+MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+# The export workflow's resources have `Condition: ExportEnabled`, which holds only with a data store to export
+# (tests that talk to a simulated HealthLake point HEALTHLAKE_DATASTORE_ID at its data store instead).
+TEST_PARAMETERS = {"HealthLakeDatastoreId": "0123456789abcdef0123456789abcdef"}
 WAIT_S = 10.0  # deadline for anything asynchronous (an execution starting or ending); normally well under 0.1 s
 POLL_S = 0.01
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# template.yaml
+# template.yaml, deployed
 # ----------------------------------------------------------------------------------------------------------------
 @functools.cache
 def template() -> dict[str, Any]:
+    """template.yaml as written (for checks of the template itself; resolved values come from `Deployed`)."""
     return dict(yaml_parse(TEMPLATE.read_text()))
 
 
-def physical_name(logical_id: str) -> str:
-    """The name CloudFormation would give the resource (stack-LogicalId-suffix), stable within a test run."""
-    return f"{STACK}-{logical_id}-UNITTEST"
+@dataclass
+class Deployed:
+    """template.yaml as `localcloud.deploy` stood it up on moto: resources by logical id, intrinsics resolved by
+    moto's CloudFormation (the one resolver the offline cloud uses too)."""
+
+    stack: Stack
+    deliveries: Deliveries  # what the stack's rules delivered to its functions (recorded, not run)
+
+    def resource(self, logical_id: str) -> Resource:
+        return next(r for r in self.stack.resources if r.logical_id == logical_id)
+
+    def physical_id(self, logical_id: str) -> str:
+        return self.resource(logical_id).physical_id
+
+    def function(self, module: str) -> Resource:
+        """The Lambda function whose Handler is `handlers.<module>.handler`."""
+        return next(f for f in self.functions() if f.properties["Handler"] == f"handlers.{module}.handler")
+
+    def function_arn(self, module: str) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function(module).physical_id}"
+
+    def functions(self) -> list[Resource]:
+        return self.stack.of_type("AWS::Lambda::Function")
+
+    def environment(self, function: Resource) -> dict[str, str]:
+        """The function's own Environment.Variables (Globals merged in by SAM), as Lambda hands them over."""
+        variables = function.properties.get("Environment", {}).get("Variables", {})
+        return {name: str(value) for name, value in variables.items()}
+
+    def all_environments(self) -> dict[str, str]:
+        """Every function's variables in one mapping (the names tests look resources up by)."""
+        merged: dict[str, str] = {}
+        for function in self.functions():
+            merged |= self.environment(function)
+        return merged
+
+    def rule_patterns(self, module: str) -> dict[str, dict[str, Any]]:
+        """The deployed EventBridge rules that target the function with this handler: rule logical id -> pattern."""
+        arn = self.function_arn(module)
+        return {
+            rule.logical_id: rule.properties["EventPattern"]
+            for rule in self.stack.of_type("AWS::Events::Rule")
+            if any(target["Arn"] == arn for target in rule.properties.get("Targets", []))
+        }
 
 
-# Parameters the unit tests deploy with instead of their defaults: the export workflow's resources have
-# `Condition: ExportEnabled`, which holds only with a data store to export (tests that talk to a simulated HealthLake
-# point HEALTHLAKE_DATASTORE_ID at its data store instead).
-TEST_PARAMETERS = {"HealthLakeDatastoreId": "0123456789abcdef0123456789abcdef"}
-PSEUDO_PARAMETERS = {
-    "AWS::Region": REGION,
-    "AWS::AccountId": ACCOUNT,
-    "AWS::Partition": "aws",
-    "AWS::URLSuffix": "amazonaws.com",
-}
-SUB_VARIABLE = re.compile(r"\$\{(?P<name>[^}!][^}]*)\}")
-
-
-def _ref(name: str, stack: str) -> str:
-    """What `!Ref name` gives: a parameter's value, a pseudo parameter, or the resource's physical id."""
-    parameters = template().get("Parameters", {})
-    if name == "AWS::StackName":
-        return stack
-    if name in PSEUDO_PARAMETERS:
-        return PSEUDO_PARAMETERS[name]
-    if name in parameters:
-        return str(TEST_PARAMETERS.get(name, parameters[name].get("Default", "")))
-    resources = template()["Resources"]
-    if name not in resources:
-        raise KeyError(f"template.yaml: !Ref {name} names neither a parameter nor a resource")
-    kind, properties = resources[name]["Type"], resources[name].get("Properties", {})
-    if kind == "AWS::SQS::Queue":
-        return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{physical_name(name)}"
-    if kind == "AWS::S3::Bucket":
-        return physical_name(name).lower()  # bucket names are lower case
-    if kind == "AWS::Events::EventBus":
-        return _resolve(properties["Name"], stack)
-    if kind == "AWS::Serverless::StateMachine":  # its ARN, under its Name
-        machine = _resolve(properties["Name"], stack) if "Name" in properties else physical_name(name)
-        return f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{machine}"
-    return physical_name(name)
-
-
-def _get_att(name: str, attribute: str, stack: str) -> str:
-    """What `!GetAtt name.attribute` gives, for the attributes the template uses."""
-    kind = template()["Resources"][name]["Type"]
-    if attribute == "QueueName" and kind == "AWS::SQS::Queue":
-        return physical_name(name)
-    if attribute != "Arn":
-        raise TypeError(f"template.yaml: the unit tests cannot resolve !GetAtt {name}.{attribute}")
-    arns = {
-        "AWS::KMS::Key": f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{uuid.uuid5(uuid.NAMESPACE_URL, name)}",
-        "AWS::IAM::Role": f"arn:aws:iam::{ACCOUNT}:role/{physical_name(name)}",
-        "AWS::SQS::Queue": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical_name(name)}",
-        "AWS::DynamoDB::Table": f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{physical_name(name)}",
-        "AWS::S3::Bucket": f"arn:aws:s3:::{_ref(name, stack)}",
-        "AWS::Serverless::Function": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{physical_name(name)}",
-    }
-    if kind == "AWS::Events::EventBus":
-        return f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/{_ref(name, stack)}"
-    if kind not in arns:
-        raise TypeError(f"template.yaml: the unit tests cannot resolve !GetAtt {name}.Arn ({kind})")
-    return arns[kind]
-
-
-def _resolve(value: Any, stack: str = STACK) -> str:
-    """A value as the function sees it: `!Ref` to a parameter gives its default (or TEST_PARAMETERS), to a resource
-    its physical id; `!GetAtt` its ARN; `!Sub` (string form) both; `!If` its first branch (TEST_PARAMETERS make
-    every condition of the template true)."""
-    if isinstance(value, dict) and set(value) == {"Fn::If"}:
-        return _resolve(value["Fn::If"][1], stack)
-    if isinstance(value, dict) and set(value) == {"Ref"}:
-        return _ref(value["Ref"], stack)
-    if isinstance(value, dict) and set(value) == {"Fn::GetAtt"}:
-        target = value["Fn::GetAtt"]
-        name, attribute = target if isinstance(target, list) else target.split(".", 1)
-        return _get_att(name, attribute, stack)
-    if isinstance(value, dict) and set(value) == {"Fn::Sub"} and isinstance(value["Fn::Sub"], str):
-
-        def variable(match: re.Match[str]) -> str:
-            name, _, attribute = match["name"].partition(".")
-            return _get_att(name, attribute, stack) if attribute else _ref(name, stack)
-
-        return SUB_VARIABLE.sub(variable, value["Fn::Sub"])
-    if isinstance(value, dict | list):
-        raise TypeError(f"template.yaml: the unit tests cannot resolve {value!r}")
-    return str(value)
-
-
-def resolve_all(value: Any, stack: str = STACK) -> Any:
-    """A template fragment (e.g. an EventBridge rule pattern) with its intrinsic functions resolved for `stack`."""
-    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in {"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If"}:
-        return _resolve(value, stack)
-    if isinstance(value, dict):
-        return {key: resolve_all(item, stack) for key, item in value.items()}
-    if isinstance(value, list):
-        return [resolve_all(item, stack) for item in value]
-    return value
-
-
-def function_variables(logical_id: str) -> dict[str, str]:
-    """One function's own Environment.Variables from template.yaml, resolved as `_resolve` does."""
-    variables = template()["Resources"][logical_id]["Properties"].get("Environment", {}).get("Variables", {})
-    return {name: _resolve(value) for name, value in variables.items()}
-
-
-def function_environment() -> dict[str, str]:
-    """The functions' environment from template.yaml, resolved with the parameters' defaults (and TEST_PARAMETERS):
-    Globals.Function.Environment.Variables, plus each function's own Environment.Variables (e.g. the export
-    functions' `*ExportEnvironment` anchor, which the YAML parser has already expanded). A function's own variable
-    the tests cannot resolve is left out (a test that needs it sets it)."""
-    variables = template()["Globals"]["Function"]["Environment"]["Variables"]
-    resolved = {name: _resolve(value) for name, value in variables.items()}
-    missing = REQUIRED_VARIABLES - set(resolved)
-    assert not missing, f"template.yaml Globals no longer gives the functions {sorted(missing)}"
-    for resource in template()["Resources"].values():
-        if resource.get("Type") != "AWS::Serverless::Function":
-            continue
-        own = resource["Properties"].get("Environment", {}).get("Variables", {})
-        for name, value in own.items():
-            try:
-                resolved.setdefault(name, _resolve(value))
-            except (TypeError, KeyError):
-                continue
-    return resolved
-
-
-def template_handlers() -> set[str]:
-    """The `Handler` of every function in template.yaml (`handlers.<module>.handler`)."""
-    return {
-        resource["Properties"]["Handler"]
-        for resource in template()["Resources"].values()
-        if resource.get("Type") == "AWS::Serverless::Function"
-    }
-
-
-def rule_patterns(handler: str) -> dict[str, dict[str, Any]]:
-    """The EventBridge rule patterns that invoke the function with this handler, by their event's name."""
-    return {
-        name: event["Properties"]["Pattern"]
-        for resource in template()["Resources"].values()
-        if resource.get("Type") == "AWS::Serverless::Function"
-        and resource["Properties"]["Handler"] == f"handlers.{handler}.handler"
-        for name, event in resource["Properties"].get("Events", {}).items()
-        if event["Type"] == "EventBridgeRule"
-    }
-
-
-def create_table(logical_id: str) -> Any:
-    """Create the table the template declares (key schema, attribute definitions, billing mode, TTL)."""
-    properties = template()["Resources"][logical_id]["Properties"]
-    name = physical_name(logical_id)
-    dynamodb = boto3.client("dynamodb", region_name=REGION)
-    dynamodb.create_table(
-        TableName=name,
-        KeySchema=properties["KeySchema"],
-        AttributeDefinitions=properties["AttributeDefinitions"],
-        BillingMode=properties.get("BillingMode", "PROVISIONED"),
-    )
-    if "TimeToLiveSpecification" in properties:
-        dynamodb.update_time_to_live(TableName=name, TimeToLiveSpecification=properties["TimeToLiveSpecification"])
-    return boto3.resource("dynamodb", region_name=REGION).Table(name)
+def deploy_template(deliveries: Deliveries) -> Deployed:
+    """Deploy template.yaml into the active moto mock as `sam deploy` would (TEST_PARAMETERS for its parameters)."""
+    return Deployed(deploy(TEMPLATE, STACK, TEST_PARAMETERS, REGION, f"{STACK}-artifacts"), deliveries)
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Loading the project's code
+# Loading and invoking the project's code
 # ----------------------------------------------------------------------------------------------------------------
 def use_project_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make `handlers` and `shared` resolve to src/ even if another app's copies were imported in this process
@@ -243,18 +130,15 @@ def use_project_sources(monkeypatch: pytest.MonkeyPatch) -> None:
             del sys.modules[name]
 
 
-def clear_caches() -> None:
-    settings = importlib.import_module("shared.settings")
-    settings.callback_settings.cache_clear()
-    settings.export_settings.cache_clear()
-    importlib.import_module("shared.callback.service").callbacks.cache_clear()
-    aws = importlib.import_module("shared.aws")
-    aws.client.cache_clear()
-    aws.table.cache_clear()
-    aws.account_id.cache_clear()
-    reconcile_jobs = sys.modules.get("handlers.reconcile_jobs")  # its Reconciler holds the Callbacks of its cold start
-    if reconcile_jobs is not None:
-        reconcile_jobs.reconciler.cache_clear()
+def cold_start() -> None:
+    """Forget what the functions cache for their lifetime (settings, clients, services): every `functools.cache`
+    defined in a loaded module of src/, found rather than listed, so a new cache cannot be missed."""
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] not in {"handlers", "shared"}:
+            continue
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)) and getattr(value, "__module__", None) == name:
+                value.cache_clear()
 
 
 def check_observability(environment: dict[str, str]) -> None:
@@ -266,35 +150,38 @@ def check_observability(environment: dict[str, str]) -> None:
     assert observability.logger.service == environment["POWERTOOLS_SERVICE_NAME"], check_observability.__doc__
 
 
-@dataclass
-class LambdaContext:
-    """The attributes of the Lambda Python runtime's context object that Powertools reads."""
-
-    function_name: str
-    memory_limit_in_mb: int = 256
-    function_version: str = "$LATEST"
-    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-
-    @property
-    def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
-
-    @property
-    def log_group_name(self) -> str:
-        return f"/aws/lambda/{self.function_name}"
-
-    @property
-    def log_stream_name(self) -> str:
-        return "2026/01/01/[$LATEST]unittest"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 30_000
+_deployed: list[Deployed] = []  # the stack of the running test package (conftest's `deployed` fixture sets it)
 
 
 def invoke(module: str, event: dict[str, Any]) -> Any:
-    """Call `handlers.<module>.handler` the way Lambda does (a copy of the event, a context object)."""
-    handler = importlib.import_module(f"handlers.{module}").handler
-    return handler(json.loads(json.dumps(event)), LambdaContext(function_name=f"{STACK}-{module}"))
+    """Call `handlers.<module>.handler` the way Lambda does: a copy of the event, the context object of the offline
+    Lambda runtime, and that function's own environment (a variable the template gives another function but not
+    this one is missing here as on AWS; one the test set itself stays as the test set it)."""
+    deployed = _deployed[-1]
+    function = deployed.function(module)
+    own, everyone = deployed.environment(function), deployed.all_environments()
+    reserved = {
+        "AWS_LAMBDA_FUNCTION_NAME": function.physical_id,
+        "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.properties.get("MemorySize", 128)),
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function.physical_id}",
+        "AWS_LAMBDA_LOG_STREAM_NAME": "2026/01/15/[$LATEST]unittest",
+    }
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name in set(everyone) - set(own):
+            if os.environ.get(name) == everyone[name]:
+                monkeypatch.delenv(name)
+        for name, value in (own | reserved).items():
+            if os.environ.get(name) in {None, everyone.get(name)}:
+                monkeypatch.setenv(name, value)
+        handler = importlib.import_module(f"handlers.{module}").handler
+        arn = deployed.function_arn(module)
+        context = LambdaContext({"requestId": str(uuid.uuid4()), "functionArn": arn, "deadlineMs": _deadline_ms()})
+        return handler(json.loads(json.dumps(event)), context)
+
+
+def _deadline_ms() -> int:
+    return int(time.time() * 1000) + 30_000
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -424,6 +311,7 @@ class Aws:
     environment: dict[str, str]
     table: Any  # boto3 DynamoDB Table of the token table
     workflows: Workflows
+    stack: Deployed
 
     def items(self) -> list[dict[str, Any]]:
         return list(self.table.scan(ConsistentRead=True)["Items"])
@@ -442,25 +330,37 @@ class Aws:
 # ----------------------------------------------------------------------------------------------------------------
 # EventBridge
 # ----------------------------------------------------------------------------------------------------------------
+class Deliveries:
+    """The offline cloud's EventBridge delivery (gap 15 in docs/offline-cloud.md) with each function or state
+    machine target recorded instead of run: what the template's rules would hand which target."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: dict[str, list[Any]] = {}
+
+    def deliver(self, target_arn: str, payload: Any) -> None:
+        with self._lock:
+            self._events.setdefault(target_arn, []).append(payload)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._events.clear()
+
+    def take(self, target_arn: str) -> list[Any]:
+        with self._lock:
+            return self._events.pop(target_arn, [])
+
+
 @dataclass
 class EventBus:
-    """The default event bus with the resume function's rules from template.yaml; an SQS queue stands in for the
-    function as their target, so what the rules would deliver can be read back."""
+    """What the rules delivered to one target."""
 
-    sqs: Any
-    queue_url: str
+    deliveries: Deliveries
+    target_arn: str
 
     def delivered(self) -> list[dict[str, Any]]:
-        """Every event the rules delivered since the last call, once each (the queue is emptied)."""
-        events: list[dict[str, Any]] = []
-        while messages := self._receive():
-            for message in messages:
-                events.append(json.loads(message["Body"]))
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-        return events
-
-    def _receive(self) -> list[dict[str, Any]]:
-        return list(self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", []))
+        """Every event delivered to the target since the last call, once each."""
+        return self.deliveries.take(self.target_arn)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -611,6 +511,12 @@ def macie_finding(bucket: str, key: str, classification_job_id: str) -> dict[str
     }
 
 
+def empty_bucket(s3: Any, bucket: str) -> None:
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for listed in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=listed["Key"])
+
+
 def tags_of(s3: Any, bucket: str, key: str) -> dict[str, str]:
     return {tag["Key"]: tag["Value"] for tag in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
 
@@ -757,29 +663,19 @@ class ExportAccount:
 
 
 def sqs_event(bodies: list[dict[str, Any] | str], queue_logical_id: str = "ExportQueue") -> dict[str, Any]:
-    """What Lambda's SQS event source mapping hands the function: one record per message body."""
-    records = []
-    for n, body in enumerate(bodies):
-        text = body if isinstance(body, str) else json.dumps(body)
-        records.append(
-            {
-                "messageId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{n}:{text}")),
-                "receiptHandle": f"AQEB{uuid.uuid4().hex}",
-                "body": text,
-                "attributes": {
-                    "ApproximateReceiveCount": "1",
-                    "SentTimestamp": "1768473000123",
-                    "SenderId": "AROAEXAMPLEROLEID:unittest",
-                    "ApproximateFirstReceiveTimestamp": "1768473000456",
-                },
-                "messageAttributes": {},
-                "md5OfBody": hashlib.md5(text.encode()).hexdigest(),  # noqa: S324 - what SQS sends
-                "eventSource": "aws:sqs",
-                "eventSourceARN": _get_att(queue_logical_id, "Arn", STACK),
-                "awsRegion": REGION,
-            }
-        )
-    return {"Records": records}
+    """What Lambda's SQS event source mapping hands the function (localcloud's records): one per message body."""
+    queue_name = _deployed[-1].physical_id(queue_logical_id).rsplit("/", 1)[-1]
+    queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}"
+    messages = [
+        {
+            "MessageId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{n}:{body}")),
+            "ReceiptHandle": f"AQEB{uuid.uuid4().hex}",
+            "Body": body if isinstance(body, str) else json.dumps(body),
+            "Attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1768473000123"},
+        }
+        for n, body in enumerate(bodies)
+    ]
+    return {"Records": [sqs_record(message, queue_arn, REGION) for message in messages]}
 
 
 def with_bodies(event: dict[str, Any], **changes: Any) -> dict[str, Any]:

@@ -1,8 +1,7 @@
 """Helpers for the task API's unit tests (the `tasks` fixture lives in conftest.py).
 
-The functions' environment is read from template.yaml (TaskApiFunction, RecordTaskStatusFunction), the table is
-created from the template's key schema, and the task type's state machine is a real moto state machine that waits,
-so StartExecution / StopExecution act on real executions.
+The functions' environment, table and bucket are the deployed template's; the task types' state machines are real
+moto state machines that wait, so StartExecution / StopExecution act on real executions.
 """
 
 from __future__ import annotations
@@ -15,11 +14,10 @@ from typing import Any
 
 import boto3
 
-from tests.unit.support import ACCOUNT, REGION, ROLE_ARN, WAIT_S, create_table, function_variables
+from tests.unit.support import ACCOUNT, REGION, WAIT_S, Deployed
 
 OWNER = f"arn:aws:iam::{ACCOUNT}:user/local-developer"
 OTHER = f"arn:aws:iam::{ACCOUNT}:user/other-developer"
-TASK_FUNCTIONS = ("TaskApiFunction", "RecordTaskStatusFunction")
 GOOD_INPUT = {"inputPrefix": "in/", "outputPrefix": "out/", "sourceLanguage": "en", "targetLanguages": ["de"]}
 
 
@@ -166,24 +164,18 @@ class TaskAccount:
             self.s3.delete_object(Bucket=self.bucket, Key=listed["Key"])
 
 
-def task_account() -> TaskAccount:
-    """Create (once per moto account) what the task functions use; return it with their environment."""
+def task_account(stack: Deployed) -> TaskAccount:
+    """What the task functions use, as deployed. The task types' state machines become stand-ins that wait (the API
+    only starts and stops them; tests/workflows runs the real ones)."""
     sfn = boto3.client("stepfunctions", region_name=REGION)
     s3 = boto3.client("s3", region_name=REGION)
-    environment: dict[str, str] = {}
-    for function in TASK_FUNCTIONS:
-        environment |= function_variables(function)
-    machines = {m["stateMachineArn"] for m in sfn.list_state_machines()["stateMachines"]}
+    environment = stack.environment(stack.function("task_api")) | stack.environment(
+        stack.function("record_task_status")
+    )
     definition = {"StartAt": "Work", "States": {"Work": {"Type": "Wait", "Seconds": 30, "End": True}}}
     workflows = json.loads(environment["TASK_STATE_MACHINES"])
-    for arn in workflows.values():  # stand-ins under the template's names: the API only starts and stops them
-        if arn not in machines:
-            name = arn.rsplit(":", 1)[-1]
-            sfn.create_state_machine(name=name, definition=json.dumps(definition), roleArn=ROLE_ARN)
-    tables = boto3.client("dynamodb", region_name=REGION).list_tables()["TableNames"]
-    if environment["TASK_TABLE"] not in tables:
-        create_table("TaskTable")
-        s3.create_bucket(Bucket=environment["TASK_RESULT_BUCKET"])
+    for arn in workflows.values():
+        sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
     table = boto3.resource("dynamodb", region_name=REGION).Table(environment["TASK_TABLE"])
     documents = workflows["documents"]
     earlier = frozenset(e["executionArn"] for e in sfn.list_executions(stateMachineArn=documents)["executions"])

@@ -23,11 +23,11 @@ from shared.exceptions import UnknownJobEventError, UnknownServiceError
 from tests.unit.support import (
     EVENTS,
     Aws,
+    Deployed,
     bda_status,
     healthlake_export,
     invocation_arn,
     macie_job,
-    rule_patterns,
     translate_job,
 )
 
@@ -587,7 +587,7 @@ def test_the_rules_deliver_exactly_the_events_that_end_a_job(
     documented: Documented, aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
     # Given a documented job event and the EventBridge rules template.yaml gives the resume function
-    patterns = [EventPattern.load(json.dumps(pattern)) for pattern in rule_patterns("resume_job").values()]
+    patterns = [EventPattern.load(json.dumps(pattern)) for pattern in aws.stack.rule_patterns("resume_job").values()]
     confirm_macie_completion(stubbed, documented, last_run_error="NONE")
     explain_translate_failure(stubbed, documented)
 
@@ -602,9 +602,9 @@ def test_the_rules_deliver_exactly_the_events_that_end_a_job(
         assert outcome.status == documented.status
 
 
-def test_every_adapter_has_a_rule_and_every_rule_an_adapter() -> None:
+def test_every_adapter_has_a_rule_and_every_rule_an_adapter(stack: Deployed) -> None:
     # Given the rules of the resume function and the adapters
-    patterns = rule_patterns("resume_job").values()
+    patterns = stack.rule_patterns("resume_job").values()
 
     # Then each rule selects one adapter's source and detail-types, and each adapter's terminal detail-types (or,
     # where the status is a field, all of them) have their rule

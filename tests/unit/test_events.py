@@ -33,6 +33,7 @@ from tests.unit.support import (
     EVENTS,
     SRC,
     Aws,
+    Deployed,
     EventBus,
     ExportAccount,
     WaitingTask,
@@ -43,10 +44,7 @@ from tests.unit.support import (
     macie_finding,
     macie_job,
     ndjson,
-    resolve_all,
-    rule_patterns,
     tags_of,
-    template_handlers,
     translation_output,
     with_bodies,
 )
@@ -115,7 +113,6 @@ REPLAYED = {
     "record_task_status",
 }
 # The stack the samples' ARNs name (samconfig.toml's default stack_name): the state machine is `<stack>-export`.
-SAMPLE_STACK = "callback-kit"
 EXPORT_ENDS = {
     "release_export_lock.execution-failed.json": "FAILED",
     "release_export_lock.execution-timed-out.json": "TIMED_OUT",
@@ -137,14 +134,19 @@ def registered_job_id(service: str, detail: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------------------------------------------
 # The samples and the template
 # ----------------------------------------------------------------------------------------------------------------
-def test_there_is_a_sample_for_every_function_in_the_template() -> None:
+def handlers_of(stack: Deployed) -> set[str]:
+    """The `Handler` of every function the template deploys (`handlers.<module>.handler`)."""
+    return {function.properties["Handler"] for function in stack.functions()}
+
+
+def test_there_is_a_sample_for_every_function_in_the_template(stack: Deployed) -> None:
     sampled = {f"handlers.{handler_of(sample)}.handler" for sample in SAMPLES}
-    assert template_handlers() <= sampled, f"functions without a sample in events/: {template_handlers() - sampled}"
+    assert handlers_of(stack) <= sampled, f"functions without a sample in events/: {handlers_of(stack) - sampled}"
 
 
-def test_every_sample_is_replayed_by_a_test_below() -> None:
+def test_every_sample_is_replayed_by_a_test_below(stack: Deployed) -> None:
     assert {handler_of(sample) for sample in SAMPLES} <= REPLAYED
-    assert {f"handlers.{handler}.handler" for handler in REPLAYED} == template_handlers()
+    assert {f"handlers.{handler}.handler" for handler in REPLAYED} == handlers_of(stack)
 
 
 def test_every_job_event_sample_says_what_the_workflow_sees() -> None:
@@ -159,12 +161,12 @@ def test_every_service_has_a_sample_of_success_and_of_failure() -> None:
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[sample.name for sample in SAMPLES])
-def test_the_sample_names_a_function_of_the_template(sample: Path) -> None:
+def test_the_sample_names_a_function_of_the_template(sample: Path, stack: Deployed) -> None:
     # Given a sample named after its handler
     handler = f"handlers.{handler_of(sample)}.handler"
 
     # Then the template deploys a function with that handler, and the module defines it
-    assert handler in template_handlers(), f"events/{sample.name}: no function in template.yaml has Handler {handler}"
+    assert handler in handlers_of(stack), f"events/{sample.name}: no function in template.yaml has Handler {handler}"
     module = SRC / "handlers" / f"{handler_of(sample)}.py"
     assert module.is_file(), f"events/{sample.name}: no module {module.relative_to(SRC)} in src/"
 
@@ -237,10 +239,10 @@ def test_a_job_event_sample_resumes_the_task_waiting_for_its_job(
 
 
 @pytest.mark.parametrize("sample", samples_of("resume_job"), ids=lambda sample: sample.name)
-def test_the_rules_deliver_a_job_event_exactly_when_it_ends_the_job(sample: Path) -> None:
+def test_the_rules_deliver_a_job_event_exactly_when_it_ends_the_job(sample: Path, stack: Deployed) -> None:
     # Given a job event sample and the template's EventBridge rules for the resume function
     event = load(sample)
-    patterns = [EventPattern.load(json.dumps(pattern)) for pattern in rule_patterns("resume_job").values()]
+    patterns = [EventPattern.load(json.dumps(pattern)) for pattern in stack.rule_patterns("resume_job").values()]
     assert patterns, "template.yaml: the resume function has no EventBridgeRule event"
 
     # Then a rule delivers it if and only if it ends the job (a non-terminal event never invokes the function)
@@ -386,11 +388,11 @@ def test_every_way_an_export_execution_ends_without_its_bookkeeping_has_a_sample
 
 
 @pytest.mark.parametrize("sample", samples_of("release_export_lock"), ids=lambda sample: sample.name)
-def test_the_status_change_rule_delivers_an_export_execution_that_ended_badly(sample: Path) -> None:
+def test_the_status_change_rule_delivers_an_export_execution_that_ended_badly(sample: Path, stack: Deployed) -> None:
     # Given an Execution Status Change event of the export state machine, and the template's rule for the release
     # function in the stack the sample was taken from
     event = load(sample)
-    patterns = resolve_all(rule_patterns("release_export_lock"), SAMPLE_STACK)
+    patterns = stack.rule_patterns("release_export_lock")
     assert patterns, "template.yaml: the release function has no EventBridgeRule event"
 
     # Then the rule delivers it
@@ -628,10 +630,10 @@ def test_an_execution_end_sample_appends_the_one_terminal_entry(sample: Path, ta
 
 
 @pytest.mark.parametrize("sample", samples_of("record_task_status"), ids=lambda sample: sample.name)
-def test_the_status_rule_delivers_only_task_state_machines_terminal_statuses(sample: Path) -> None:
+def test_the_status_rule_delivers_only_task_state_machines_terminal_statuses(sample: Path, stack: Deployed) -> None:
     # Given the rule, with the task state machines as the sample's stack deploys them
     event = load(sample)
-    (pattern,) = rule_patterns("record_task_status").values()
+    (pattern,) = stack.rule_patterns("record_task_status").values()
     detail_pattern = dict(pattern["detail"])
     detail_pattern["stateMachineArn"] = [event["detail"]["stateMachineArn"]]
     rule = EventPattern.load(json.dumps({**pattern, "detail": detail_pattern}))

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.support import REPO, asl_states, function_variables, invoke
+from tests.unit.support import REPO, Deployed, asl_states, invoke
 from tests.unit.task_support import GOOD_INPUT, OTHER, OWNER, TaskAccount, http_event
 
 
@@ -85,10 +85,10 @@ def test_bad_input_is_refused_before_anything_is_written_or_started(case: str, t
 def test_a_type_whose_state_machine_is_not_deployed_is_not_offered(
     tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.unit.conftest import clear_task_caches
+    from tests.unit.support import cold_start
 
     monkeypatch.setenv("TASK_STATE_MACHINES", "{}")
-    clear_task_caches()
+    cold_start()
 
     status, _, answer = submit()
 
@@ -132,11 +132,11 @@ def test_a_failed_start_is_logged_and_the_client_sees_a_failed_task(
     tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Given the type's state machine does not exist (StartExecution fails after the head was written)
-    from tests.unit.conftest import clear_task_caches
+    from tests.unit.support import cold_start
 
     missing = tasks.state_machine.rsplit(":", 1)[0] + ":gone"
     monkeypatch.setenv("TASK_STATE_MACHINES", json.dumps({"documents": missing}))
-    clear_task_caches()
+    cold_start()
 
     status, _, body = submit()
 
@@ -307,16 +307,19 @@ def test_the_committed_openapi_document_is_the_generated_one(tasks: TaskAccount)
     assert served[0] == 200 and served[2] == json.loads(committed)
 
 
-def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy() -> None:
-    from tests.unit.support import resolve_all, template
-
-    resources = template()["Resources"]
-    configured = function_variables("TaskApiFunction")
-    machines = set(json.loads(configured["TASK_STATE_MACHINES"]).values())
-    rule = resources["RecordTaskStatusFunction"]["Properties"]["Events"]["TaskExecutionEnded"]["Properties"]
-    in_rule = set(resolve_all(rule["Pattern"]["detail"]["stateMachineArn"]))
-    statements = resources["TaskApiFunction"]["Properties"]["Policies"][0]["Statement"]
-    startable = {resolve_all(r) for s in statements if s["Action"] == "states:StartExecution" for r in s["Resource"]}
+def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy(stack: Deployed) -> None:
+    api = stack.function("task_api")
+    machines = set(json.loads(stack.environment(api)["TASK_STATE_MACHINES"]).values())
+    (rule,) = stack.rule_patterns("record_task_status").values()
+    in_rule = set(rule["detail"]["stateMachineArn"])
+    role = stack.resource(f"{api.logical_id}Role")  # the execution role SAM makes from the function's Policies
+    startable = {
+        resource
+        for policy in role.properties.get("Policies", [])
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "states:StartExecution" in statement["Action"]
+        for resource in statement["Resource"]
+    }
     assert len(machines) == 2
     assert machines == in_rule == startable
 
