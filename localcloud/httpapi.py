@@ -18,7 +18,9 @@ Emulated, following API Gateway rather than ``sam local`` where the two differ:
   ``execute-api``, the configured region, five minutes of clock skew), failures answer 403 without invoking,
   and the caller is passed on in ``requestContext.authorizer.iam``.
 
-Requests are served on concurrent threads, so ``invoke`` must be safe to call from several at once.
+Requests are served on concurrent threads, so ``invoke`` must be safe to call from several at once. The serving
+pieces (``LocalServer``, ``LocalHandler``, ``Request``) and ``verify_sigv4`` also serve the simulated HealthLake
+FHIR endpoint.
 
 Deliberately not emulated: JWT and Lambda authorizers, IAM policy evaluation (any known key may call any IAM
 route), session-token validation, presigned-URL (query string) SigV4, stage variables, CORS configuration,
@@ -43,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from email.message import Message
 from http.client import HTTPMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from botocore.auth import SigV4Auth
@@ -112,20 +114,15 @@ class HttpApiServer:
         self._api_id = api_id
         self._stage = stage
         self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         if self._server is not None:
             return
         server = _Server((self._host, self._port), _Handler)
         server.api = self
-        self._port = server.server_address[1]
+        self._port = server.port
         self._server = server
-        # stop() waits up to one poll interval; the default half second adds up across a test suite.
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"httpapi-{self._port}", daemon=True
-        )
-        self._thread.start()
+        server.start("httpapi")
         logger.info("HTTP API %s listening on %s", self._api_id, self.url)
 
     @property
@@ -133,18 +130,14 @@ class HttpApiServer:
         return f"http://{self._host}:{self._port}"
 
     def stop(self) -> None:
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
+        server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join()
+            server.stop()
 
-    def _handle(self, request: _Request) -> _Response:
+    def _handle(self, request: Request) -> _Response:
         """Answer one request exactly as API Gateway would, short of the network."""
         request_id = base64.b64encode(secrets.token_bytes(11)).decode()
-        path = request.target_path
+        path = request.path
         if self._stage != DEFAULT_STAGE:
             # Named stages are addressed as /{stage}/...; routes are declared without that prefix.
             prefix = f"/{self._stage}"
@@ -193,20 +186,11 @@ class HttpApiServer:
             return best[1], best[2]
         return (fallback, {}) if fallback is not None else None
 
-    def _authenticate(self, request: _Request) -> dict[str, Any] | str:
+    def _authenticate(self, request: Request) -> dict[str, Any] | str:
         """Return the caller for ``requestContext.authorizer.iam``, or the 403 message API Gateway would give."""
         if not request.headers.get("authorization"):
             return "Forbidden"
-        credential = verify_sigv4(
-            request.method,
-            request.target_path,
-            request.raw_query,
-            request.headers,
-            request.body,
-            self._credentials,
-            self._region,
-            _SIGNING_SERVICE,
-        )
+        credential = verify_sigv4(request, self._credentials, self._region, _SIGNING_SERVICE)
         if isinstance(credential, str):
             return credential
         return {
@@ -221,7 +205,7 @@ class HttpApiServer:
 
     def _build_event(
         self,
-        request: _Request,
+        request: Request,
         route: _CompiledRoute,
         path_parameters: dict[str, str],
         authorizer: dict[str, Any] | None,
@@ -244,17 +228,17 @@ class HttpApiServer:
         headers.setdefault("x-forwarded-proto", "http")
         headers.setdefault("x-amzn-trace-id", f"Root=1-{int(now.timestamp()):08x}-{secrets.token_hex(12)}")
         query: dict[str, str] = {}
-        for key, value in parse_qsl(request.raw_query, keep_blank_values=True):
+        for key, value in parse_qsl(request.query, keep_blank_values=True):
             query[key] = f"{query[key]},{value}" if key in query else value
         # Keeping the port (API Gateway never has one) lets handlers build links that work against this server.
         host = request.headers.get("host", f"{self._host}:{self._port}")
         # HTTP APIs hand over the path percent-decoded (REST APIs and function URLs do not).
-        decoded_path = unquote(request.target_path)
+        decoded_path = unquote(request.path)
         event: Event = {
             "version": "2.0",
             "routeKey": route_key,
             "rawPath": decoded_path,
-            "rawQueryString": request.raw_query,
+            "rawQueryString": request.query,
         }
         if cookies:
             event["cookies"] = cookies
@@ -301,10 +285,12 @@ class HttpApiServer:
 
 
 @dataclass(frozen=True)
-class _Request:
+class Request:
+    """A request a LocalServer received."""
+
     method: str
-    target_path: str  # as sent, still percent-encoded; SigV4 signs this form
-    raw_query: str
+    path: str  # as sent, still percent-encoded (SigV4 signs this form), like the query
+    query: str
     headers: Message
     body: bytes
     client_ip: str
@@ -352,21 +338,15 @@ class _CompiledRoute:
 
 
 def verify_sigv4(
-    method: str,
-    path: str,
-    raw_query: str,
-    headers: Message,
-    body: bytes,
-    credentials: Mapping[str, Credential],
-    region: str,
-    service: str,
+    request: Request, credentials: Mapping[str, Credential], region: str, service: str
 ) -> Credential | str:
     """Check a received request's SigV4 ``Authorization`` header; return the signing credential or AWS's reason.
 
-    ``path`` and ``raw_query`` are as sent, still percent-encoded; ``credentials`` maps access key ids to the keys
-    allowed to sign; the signature must be scoped to ``region`` and ``service`` and made within five minutes of now.
-    What a missing ``Authorization`` header means differs between services, so callers check for it first.
+    ``credentials`` maps access key ids to the keys allowed to sign; the signature must be scoped to ``region`` and
+    ``service`` and made within five minutes of now. What a missing ``Authorization`` header means differs between
+    services, so callers check for it first.
     """
+    headers = request.headers
     authorization = headers.get("authorization") or ""
     params = dict(_AUTH_PARAM.findall(authorization))
     if not authorization.startswith("AWS4-HMAC-SHA256 ") or len(params) != 3:
@@ -412,18 +392,18 @@ def verify_sigv4(
         return "The security token included in the request is invalid."
     declared_hash = headers.get("x-amz-content-sha256")
     # botocore signs the declared hash verbatim, so without this check a signed request could carry any body.
-    if declared_hash is not None and declared_hash.lower() != hashlib.sha256(body).hexdigest():
+    if declared_hash is not None and declared_hash.lower() != hashlib.sha256(request.body).hexdigest():
         return "The provided 'x-amz-content-sha256' header does not match what was computed."
-    url = f"http://{headers.get('host', 'localhost')}{path}"
+    url = f"http://{headers.get('host', 'localhost')}{request.path}"
     # SigV4 signs the decoded parameters re-encoded in one canonical way. botocore does that for params, but signs a
     # query left in the URL byte for byte as sent, which would accept encodings AWS's canonical form rejects.
     # A list of pairs (botocore accepts one) keeps repeated keys that a dict would merge.
     query: Any = [
-        (unquote(key), unquote(value)) for key, _, value in (p.partition("=") for p in raw_query.split("&") if p)
+        (unquote(key), unquote(value)) for key, _, value in (p.partition("=") for p in request.query.split("&") if p)
     ]
     # botocore signs a declared payload hash instead of hashing the body, exactly as the client did.
     declared = {"X-Amz-Content-SHA256": declared_hash} if declared_hash is not None else {}
-    aws_request = AWSRequest(method=method, url=url, headers=declared, data=body, params=query)
+    aws_request = AWSRequest(method=request.method, url=url, headers=declared, data=request.body, params=query)
     # botocore takes the signing time from the context; add_auth would stamp "now" instead.
     aws_request.context["timestamp"] = amz_date
     signer = _ReceivedRequestSigner(
@@ -495,17 +475,40 @@ def _message(status: int, message: str, request_id: str) -> _Response:
     return _Response(status, [("Content-Type", "application/json"), ("Apigw-Requestid", request_id)], body)
 
 
-class _Server(ThreadingHTTPServer):
+class LocalServer(ThreadingHTTPServer):
+    """A local HTTP server that serves on a daemon thread of its own between `start` and `stop`."""
+
     daemon_threads = True
     # The socket's listen backlog (socketserver's default is 5): a burst of clients connecting at once was reset.
     request_queue_size = 128
-    api: HttpApiServer
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    def start(self, name: str) -> None:
+        # stop() waits up to one poll interval; the default half second adds up across a test suite.
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name=f"{name}-{self.port}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        self._thread.join()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class LocalHandler(BaseHTTPRequestHandler):
+    """One request to a LocalServer: its body read (Content-Length or chunked), `answer`'s response written back."""
+
     # HTTP/1.1 keeps connections alive, which clients such as requests.Session and curl expect.
     protocol_version = "HTTP/1.1"
-    server_version = "localcloud-httpapi"
+    log: ClassVar[logging.Logger] = logger
+
+    def answer(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes]:
+        """The response to `request`: status, headers and body."""
+        raise NotImplementedError
 
     def _serve(self) -> None:
         split = urlsplit(self.path)
@@ -514,25 +517,25 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.send_error(400, "Bad request body framing")
             return
-        request = _Request(
+        request = Request(
             method=self.command,
-            target_path=split.path or "/",
-            raw_query=split.query,
+            path=split.path or "/",
+            query=split.query,
             headers=self.headers,
             body=body,
             client_ip=self.client_address[0],
             protocol=self.request_version,
         )
-        response = cast(_Server, self.server).api._handle(request)
-        self.send_response(response.status)
-        for name, value in response.headers:
+        status, headers, payload = self.answer(request)
+        self.send_response(status)
+        for name, value in headers:
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(response.body)))
+        self.send_header("Content-Length", str(len(payload)))
         self.end_headers()
         if self.command != "HEAD":
-            self.wfile.write(response.body)
+            self.wfile.write(payload)
 
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
 
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("transfer-encoding", "").lower():
@@ -549,7 +552,20 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length)
 
     def log_message(self, format: str, *args: Any) -> None:
-        logger.debug("%s - " + format, self.client_address[0], *args)
+        self.log.debug("%s - " + format, self.client_address[0], *args)
 
 
-__all__ = ["Credential", "HttpApiServer", "Route", "verify_sigv4"]
+class _Server(LocalServer):
+    api: HttpApiServer
+
+
+class _Handler(LocalHandler):
+    server_version = "localcloud-httpapi"
+    do_OPTIONS = LocalHandler._serve
+
+    def answer(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes]:
+        response = cast(_Server, self.server).api._handle(request)
+        return response.status, response.headers, response.body
+
+
+__all__ = ["Credential", "HttpApiServer", "LocalHandler", "LocalServer", "Request", "Route", "verify_sigv4"]

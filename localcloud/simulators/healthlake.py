@@ -81,21 +81,18 @@ import logging
 import math
 import re
 import secrets
-import threading
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, cast
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote
 
 import boto3
 from botocore.exceptions import ClientError
 
 from localcloud.deploy import ACCOUNT_ID
-from localcloud.httpapi import Credential, verify_sigv4
+from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
 from localcloud.simulators import ServiceError, Simulator
 
@@ -326,22 +323,15 @@ class HealthLakeSimulator(Simulator):
         self.credentials: dict[str, Credential] = {c.access_key_id: c for c in credentials}
         self._server: _FhirServer | None = _FhirServer(("127.0.0.1", 0), _FhirHandler)
         self._server.simulator = self
-        self.port: int = self._server.server_address[1]
-        # stop() waits up to one poll interval; the default half second adds up across a test suite.
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=f"healthlake-{self.port}"
-        )
-        self._thread.daemon = True
-        self._thread.start()
+        self.port = self._server.port
+        self._server.start("healthlake")
         LOG.info("HealthLake FHIR endpoint listening on http://127.0.0.1:%s", self.port)
 
     def stop(self) -> None:
         super().stop()
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
-            self._thread.join()
+            server.stop()
 
     # --- conveniences for tests and the offline cloud ---------------------------------------------------------
 
@@ -454,7 +444,7 @@ class HealthLakeSimulator(Simulator):
 
     # --- FHIR REST (server threads) ---------------------------------------------------------------------------
 
-    def _serve(self, request: _Received) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _serve(self, request: Request) -> tuple[int, dict[str, str], dict[str, Any]]:
         """Answer one FHIR request: (status, headers, JSON body)."""
         try:
             problem = self._authenticate(request)
@@ -494,7 +484,7 @@ class HealthLakeSimulator(Simulator):
         headers = {"Content-Type": "application/fhir+json", **error.headers}
         return error.status, headers, _outcome(error.code, error.diagnostics)
 
-    def _kick_off(self, datastore: _Datastore, request: _Received) -> tuple[int, dict[str, str], dict[str, Any]]:
+    def _kick_off(self, datastore: _Datastore, request: Request) -> tuple[int, dict[str, str], dict[str, Any]]:
         if "respond-async" not in (request.headers.get("prefer") or ""):
             raise _FhirError(400, "invalid", "The Prefer header must be respond-async for $export.")
         query: dict[str, str] = {}
@@ -525,22 +515,13 @@ class HealthLakeSimulator(Simulator):
         headers = {"Content-Type": "application/json", "Content-Location": f"{datastore.endpoint}export/{job.job_id}"}
         return 202, headers, {"datastoreId": datastore.datastore_id, "jobStatus": job.status, "jobId": job.job_id}
 
-    def _authenticate(self, request: _Received) -> str | None:
+    def _authenticate(self, request: Request) -> str | None:
         """None if the request carries a valid SigV4 signature by a known key, else AWS's reason."""
         if not request.headers.get("authorization"):
             return "Missing Authentication Token"
         # The process's own credentials are resolved per request: the offline cloud may set them after construction.
         known = {c.access_key_id: c for c in [*_resolved_credentials(), EXECUTION_ROLE, *self.credentials.values()]}
-        verdict = verify_sigv4(
-            request.method,
-            request.path,
-            request.query,
-            request.headers,
-            request.body,
-            known,
-            self.region,
-            SIGNING_SERVICE,
-        )
+        verdict = verify_sigv4(request, known, self.region, SIGNING_SERVICE)
         return verdict if isinstance(verdict, str) else None
 
     # --- jobs -------------------------------------------------------------------------------------------------
@@ -852,66 +833,22 @@ def _resolved_credentials() -> list[Credential]:
     ]
 
 
-@dataclass(frozen=True)
-class _Received:
-    method: str
-    path: str  # as sent, still percent-encoded; SigV4 signs this form
-    query: str
-    headers: Message
-    body: bytes
-
-
-class _FhirServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _FhirServer(LocalServer):
     simulator: HealthLakeSimulator
 
 
-class _FhirHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _FhirHandler(LocalHandler):
     server_version = "localcloud-healthlake"
+    log = LOG
 
-    def _serve(self) -> None:
-        split = urlsplit(self.path)
-        try:
-            body = self._read_body()
-        except ValueError:
-            self.send_error(400, "Bad request body framing")
-            return
-        request = _Received(self.command, split.path or "/", split.query, self.headers, body)
+    def answer(self, request: Request) -> tuple[int, list[tuple[str, str]], bytes]:
         try:
             status, headers, payload = cast(_FhirServer, self.server).simulator._serve(request)
         except Exception:  # answer like a server error rather than dropping the connection
             LOG.exception("FHIR %s %s failed", self.command, self.path)
             status, headers = 500, {"Content-Type": "application/fhir+json"}
             payload = _outcome("exception", "An internal error occurred (simulated HealthLake).")
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("x-amzn-RequestId", str(uuid.uuid4()))
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = _serve
-
-    def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("transfer-encoding", "").lower():
-            chunks = []
-            while size := int(self.rfile.readline().split(b";", 1)[0].strip(), 16):
-                chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-            while self.rfile.readline().strip():  # trailers
-                pass
-            return b"".join(chunks)
-        length = int(self.headers.get("content-length") or 0)
-        if length < 0:
-            raise ValueError("negative Content-Length")
-        return self.rfile.read(length)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        LOG.debug("%s - " + format, self.client_address[0], *args)
+        return status, [*headers.items(), ("x-amzn-RequestId", str(uuid.uuid4()))], json.dumps(payload).encode()
 
 
 __all__ = ["DETAIL_TYPES", "EVENT_SOURCE", "SIGNING_SERVICE", "HealthLakeSimulator"]
