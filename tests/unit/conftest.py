@@ -121,7 +121,7 @@ def sfn_spy(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> ClientSpy:
     def client(service: str) -> Any:
         return spy if service == "stepfunctions" else real_client(service)
 
-    monkeypatch.setattr(importlib.import_module("shared.callback.service"), "client", client)
+    monkeypatch.setattr(importlib.import_module("shared.tasktoken"), "client", client)
     return spy
 
 

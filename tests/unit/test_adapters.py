@@ -18,8 +18,9 @@ import pytest
 from botocore.stub import Stubber
 from moto.events.models import EventPattern
 
-from shared.callback.adapters import ADAPTERS, Outcome, adapter, healthlake_job_id, outcome_of
+from shared.callback.adapters import ADAPTERS, adapter, healthlake_job_id, outcome_of
 from shared.exceptions import UnknownJobEventError, UnknownServiceError
+from shared.outcome import Outcome
 from tests.unit.support import (
     EVENTS,
     Aws,

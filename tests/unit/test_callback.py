@@ -57,7 +57,8 @@ def callbacks() -> Any:
 def outcome(status: str, job_id: str = JOB_ID, service: str = "translate") -> Any:
     """The Outcome of a completion event (for services whose events the adapters do not know yet)."""
     adapters = importlib.import_module("shared.callback.adapters")
-    return adapters.Outcome(service, job_id, status, status == "COMPLETED", {"jobId": job_id, "jobStatus": status})
+    detail = {"jobId": job_id, "jobStatus": status}
+    return adapters.Outcome(service, job_id, status, status == "COMPLETED", detail, adapters.adapter(service).name)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -219,6 +220,28 @@ def test_an_early_failure_is_delivered_by_the_registration(
     assert (execution["status"], execution["error"]) == ("FAILED", "Translate.FAILED")
     assert [call["taskToken"] for call in sfn_spy.calls_to("send_task_failure")] == [task.token]
     assert aws.items() == []
+
+
+def test_a_failure_recorded_by_the_previous_release_is_still_delivered_with_its_error_name(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given an early failure recorded before outcomes carried their error prefix (a deploy while jobs are in flight)
+    assert complete("FAILED") == "RECORDED"
+    item = aws.item(JOB_KEY)
+    assert item is not None
+    stored = json.loads(item["outcome"])
+    del stored["errorPrefix"]
+    aws.table.update_item(
+        Key={"jobKey": JOB_KEY},
+        UpdateExpression="SET outcome = :o",
+        ExpressionAttributeValues={":o": json.dumps(stored)},
+    )
+    task = waiting_task()
+
+    # When the token is registered, the workflow fails with the error its Catch matches
+    assert register(task.token) == "RESUMED"
+    execution = task.wait_until_closed()
+    assert (execution["status"], execution["error"]) == ("FAILED", "Translate.FAILED")
 
 
 def test_a_completion_after_the_registration_resumes_the_workflow_and_deletes_the_entry(

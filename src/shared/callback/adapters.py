@@ -21,57 +21,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.aws import account_id, client
 from shared.exceptions import UnknownJobEventError, UnknownServiceError
-
-Detail = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Outcome:
-    service: str
-    job_id: str
-    status: str
-    succeeded: bool
-    detail: Detail
-
-    @property
-    def error(self) -> str:
-        """The error name a waiting task's Catch can match, e.g. `Translate.FAILED`."""
-        return f"{adapter(self.service).name}.{self.status}"
-
-    @property
-    def message(self) -> str | None:
-        """The service's own reason for the outcome, if the event or the API answer carries one."""
-        return _reason(self.detail)
-
-    @property
-    def cause(self) -> str:
-        message = self.message
-        return f"{self.service} job {self.job_id} ended {self.status}" + (f": {message}" if message else "")
-
-    def output(self) -> Detail:
-        """What SendTaskSuccess returns to the workflow: the job's detail plus normalised fields."""
-        return {**self.detail, "service": self.service, "jobId": self.job_id, "status": self.status}
-
-    def to_item(self) -> Detail:
-        return {
-            "service": self.service,
-            "jobId": self.job_id,
-            "status": self.status,
-            "succeeded": self.succeeded,
-            "detail": self.detail,
-        }
-
-    @classmethod
-    def from_item(cls, item: Detail) -> Outcome:
-        return cls(item["service"], item["jobId"], item["status"], bool(item["succeeded"]), dict(item["detail"]))
-
-
-# Where services put a human-readable reason (events and API responses spell it differently).
-MESSAGE_FIELDS = ("message", "Message", "errorMessage", "error_message", "description")
-
-
-def _reason(detail: Detail) -> str | None:
-    return next((str(detail[k]) for k in MESSAGE_FIELDS if detail.get(k)), None)
+from shared.outcome import Detail, Outcome, reason
 
 
 @dataclass(frozen=True)
@@ -116,8 +66,8 @@ class Adapter:
                 extra={"service": self.service, "jobId": outcome.job_id, "error": str(exc)},
             )
             return outcome
-        reason = _reason(described)
-        return replace(outcome, detail={**outcome.detail, "message": reason}) if reason else outcome
+        why = reason(described)
+        return replace(outcome, detail={**outcome.detail, "message": why}) if why else outcome
 
     def current(self, job_id: str) -> Outcome | None:
         """Ask the service for the job; its Outcome if it has ended, else None."""
@@ -127,7 +77,7 @@ class Adapter:
     def _outcome(self, job_id: str | None, status: Any, detail: Detail) -> Outcome | None:
         if not job_id or status not in self.successes | self.failures:
             return None
-        return Outcome(self.service, job_id, str(status), status in self.successes, detail)
+        return Outcome(self.service, job_id, str(status), status in self.successes, detail, self.name)
 
 
 def _describe_translate(job_id: str) -> tuple[str, Detail]:

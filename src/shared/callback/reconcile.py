@@ -18,10 +18,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.callback.adapters import adapter
-from shared.callback.service import Callbacks, Result, send_heartbeat
+from shared.callback.service import Callbacks, Result
 from shared.callback.tokens import Waiting
 from shared.exceptions import UnknownServiceError
 from shared.observability import logger, metrics, token_ref
+from shared.tasktoken import send_heartbeat
 
 
 class Action(StrEnum):

@@ -3,75 +3,30 @@
 Registration and completion may arrive in either order, more than once, or late. Both sides write conditionally
 to the same item, so exactly one of them wins and the loser finishes the job: a late registration finds the
 recorded outcome and resumes at once; a completion finds the token and resumes. Duplicate and late callbacks
-(`TaskTimedOut`, `InvalidToken`, `TaskDoesNotExist`) are acknowledged and counted, never retried.
+are acknowledged and counted, never retried (shared.tasktoken).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from enum import StrEnum
 from functools import cache
 
-from aws_lambda_powertools.metrics import MetricUnit
-from botocore.exceptions import ClientError
-
-from shared.aws import client, error_code
-from shared.callback.adapters import Outcome, adapter
+from shared.callback.adapters import adapter
 from shared.callback.tokens import TokenStore, Waiting, job_key
 from shared.exceptions import TokenConflictError
-from shared.observability import logger, metrics, token_ref
+from shared.observability import logger, token_ref
+from shared.outcome import Outcome
 from shared.settings import callback_settings
-
-TOLERATED_CALLBACK_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
+from shared.tasktoken import Sent, send_outcome
 
 
 class Result(StrEnum):
     REGISTERED = "REGISTERED"  # token stored; the job's completion will resume the task
     DUPLICATE = "DUPLICATE"  # nothing to do: this exact registration or completion was already handled
-    RESUMED = "RESUMED"  # SendTaskSuccess/Failure delivered
+    RESUMED = Sent.RESUMED.value  # SendTaskSuccess/Failure delivered
     RECORDED = "RECORDED"  # completion stored; the late registration will resume the task
-    ALREADY_CLOSED = "ALREADY_CLOSED"  # the task had timed out or was already resumed
-
-
-def _tolerated(exc: ClientError, task_token: str, job_id: str) -> bool:
-    """Whether the error only says the task is already closed (timed out, resumed, or its execution ended)."""
-    code = error_code(exc)
-    if code not in TOLERATED_CALLBACK_ERRORS:
-        return False
-    logger.info("task already closed", extra={"error": code, "token": token_ref(task_token), "jobId": job_id})
-    metrics.add_metric(name="CallbackAlreadyClosed", unit=MetricUnit.Count, value=1)
-    return True
-
-
-def send_outcome(task_token: str, outcome: Outcome) -> Result:
-    """SendTaskSuccess with the outcome as output, or SendTaskFailure with `<Service>.<Status>`."""
-    sfn = client("stepfunctions")
-    try:
-        if outcome.succeeded:
-            sfn.send_task_success(taskToken=task_token, output=json.dumps(outcome.output(), default=str))
-        else:
-            sfn.send_task_failure(taskToken=task_token, error=outcome.error, cause=outcome.cause[:32768])
-    except ClientError as exc:
-        if not _tolerated(exc, task_token, outcome.job_id):
-            raise
-        return Result.ALREADY_CLOSED
-    logger.info(
-        "task resumed", extra={"token": token_ref(task_token), "jobId": outcome.job_id, "status": outcome.status}
-    )
-    metrics.add_metric(name="TaskResumed", unit=MetricUnit.Count, value=1)
-    return Result.RESUMED
-
-
-def send_heartbeat(task_token: str, job_id: str) -> bool:
-    """SendTaskHeartbeat; False if the task is already closed. `job_id` is what the task waits for (logs only)."""
-    try:
-        client("stepfunctions").send_task_heartbeat(taskToken=task_token)
-    except ClientError as exc:
-        if not _tolerated(exc, task_token, job_id):
-            raise
-        return False
-    return True
+    ALREADY_CLOSED = Sent.ALREADY_CLOSED.value  # the task had timed out or was already resumed
 
 
 class Callbacks:
@@ -95,7 +50,7 @@ class Callbacks:
             if entry.token is not None:
                 raise TokenConflictError(f"job {key} is already paired with task token {token_ref(entry.token)}")
             if entry.outcome is not None:
-                result = send_outcome(task_token, entry.outcome)
+                result = Result(send_outcome(task_token, entry.outcome))
                 self.store.delete_outcome(key)
                 return result
         raise TokenConflictError(f"job {key}: could not register the task token")
@@ -114,7 +69,7 @@ class Callbacks:
         for _ in range(2):  # the second pass only runs if a registration won the race to the item
             entry = self.store.get(key)
             if entry is not None and entry.token is not None:
-                result = send_outcome(entry.token, outcome)
+                result = Result(send_outcome(entry.token, outcome))
                 self.store.delete_token(key, entry.token)
                 return result
             if entry is not None:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.aws import conditionally, table
-from shared.callback.adapters import Outcome
+from shared.callback.adapters import adapter
+from shared.outcome import Outcome
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class TokenStore:
         item = self._table.get_item(Key={"jobKey": key}, ConsistentRead=True).get("Item")
         if not item or int(item["expiresAt"]) <= time.time():
             return None
-        outcome = Outcome.from_item(json.loads(item["outcome"])) if "outcome" in item else None
+        outcome = _outcome(json.loads(item["outcome"])) if "outcome" in item else None
         return Entry(item.get("token"), outcome, int(item["expiresAt"]))
 
     def waiting(self, registered_before: int) -> Iterator[Waiting]:
@@ -105,3 +106,8 @@ class TokenStore:
         if values:
             kwargs["ExpressionAttributeValues"] = values
         conditionally(lambda: self._table.delete_item(**kwargs))  # refused: the entry is another one by now
+
+
+def _outcome(stored: dict[str, Any]) -> Outcome:
+    """A recorded outcome (one written before outcomes carried their error prefix takes its adapter's)."""
+    return Outcome.from_item({"errorPrefix": adapter(stored["service"]).name, **stored})

@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from email.message import Message
 from typing import Any
 from urllib.parse import urlencode
@@ -18,12 +19,13 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
 from shared.aws import client, table
-from shared.callback.adapters import HEALTHLAKE, Outcome, healthlake_job_id
-from shared.callback.service import send_heartbeat, send_outcome
+from shared.callback.adapters import HEALTHLAKE, healthlake_job_id
 from shared.exceptions import ExportBusyError, ExportNotStartedError, ExportRefusedError
 from shared.export.messages import Check, Start
 from shared.observability import logger
+from shared.outcome import Outcome
 from shared.settings import ExportSettings
+from shared.tasktoken import send_heartbeat, send_outcome
 
 
 def start_export(settings: ExportSettings, execution_arn: str, job_name: str, since: str | None) -> str:
@@ -80,7 +82,9 @@ def begin_export(settings: ExportSettings, task_token: str, execution_arn: str, 
     try:
         job_id = start_export(settings, execution_arn, name, since)
     except ExportRefusedError as exc:  # retrying cannot help (bad role, key, permissions): fail the run, named
-        refused = Outcome("healthlake", execution_arn, "EXPORT_REFUSED", False, {"message": str(exc)})
+        refused = Outcome(
+            HEALTHLAKE.service, execution_arn, "EXPORT_REFUSED", False, {"message": str(exc)}, HEALTHLAKE.name
+        )
         return send_outcome(task_token, refused).value
     except ExportBusyError:
         if not send_heartbeat(task_token, f"export of {execution_arn}"):
@@ -140,7 +144,7 @@ def check_export(settings: ExportSettings, task_token: str, job_id: str) -> str:
             ContentType="application/json",
         )
         detail = {"bucket": settings.bucket, "manifestKey": manifest_key, "fileCount": len(files)}
-        outcome = Outcome(outcome.service, outcome.job_id, outcome.status, True, detail)
+        outcome = replace(outcome, detail=detail)
     return send_outcome(task_token, outcome).value
 
 
