@@ -16,7 +16,6 @@ import functools
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,6 +26,8 @@ from typing import Any
 from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
+
+from localcloud.pollers import Periodic
 
 LOG = logging.getLogger("localcloud.events")
 # A JSONPath is parsed once (jsonpath_ng builds a new parser for every parse); moto's interpreter uses it too.
@@ -247,36 +248,20 @@ def _croniter_weekdays(field: str) -> str:
     return ",".join(convert(part) for part in field.split(","))
 
 
-class Scheduler:
+class Scheduler(Periodic):
     """Fires ENABLED scheduled rules on a virtual clock that runs `speedup` times faster than real time."""
 
     def __init__(self, region: str, account_id: str, speedup: float = 1.0, tick: float = 0.05) -> None:
+        super().__init__("localcloud-scheduler", tick, self.fire_due)
         self.region = region
         self.account_id = account_id
         self.speedup = speedup
-        self.tick = tick
         self._start_real = time.monotonic()
         self._start_virtual = datetime.now(UTC)
         self._next: dict[str, datetime] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="localcloud-scheduler", daemon=True)
 
     def now(self) -> datetime:
         return self._start_virtual + timedelta(seconds=(time.monotonic() - self._start_real) * self.speedup)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.tick):
-            try:
-                self.fire_due()
-            except Exception:  # a bad tick must not stop the clock
-                LOG.exception("scheduler tick failed")
 
     def fire_due(self) -> None:
         now = self.now()

@@ -1,4 +1,5 @@
-"""Lambda's SQS event-source mappings and DynamoDB's TTL deletion, as background threads.
+"""Lambda's SQS event-source mappings and DynamoDB's TTL deletion, as background threads; `Periodic`, the loop of
+every thread that acts at an interval (also events.Scheduler's).
 
 moto runs an SQS mapping synchronously inside SendMessage, never delivers a delayed message and never retries. The
 poller here does what Lambda's poller does: receive up to BatchSize messages (so DelaySeconds and the visibility
@@ -14,7 +15,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import boto3
@@ -25,6 +26,31 @@ from localcloud import dynamodb
 from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
 
 LOG = logging.getLogger("localcloud.pollers")
+
+
+class Periodic:
+    """Calls `action` every `interval` seconds on a daemon thread from `start` to `stop`; a call that raises is
+    logged, and the next one runs as usual."""
+
+    def __init__(self, name: str, interval: float, action: Callable[[], object]) -> None:
+        self.interval = interval
+        self._action = action
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self._action()
+            except Exception:  # one bad round must not stop the thread
+                LOG.exception("%s failed", self._thread.name)
 
 
 _moto_create_event_source_mapping = LambdaBackend.create_event_source_mapping
@@ -137,7 +163,7 @@ class SqsPoller:
             )
 
 
-class TtlSweeper:
+class TtlSweeper(Periodic):
     """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled.
 
     It reads moto's tables in memory under the backend's lock (localcloud.dynamodb), instead of paging through Scan
@@ -145,25 +171,9 @@ class TtlSweeper:
     "dictionary changed size during iteration" while the functions wrote."""
 
     def __init__(self, region: str, account_id: str, interval: float = 1.0) -> None:
+        super().__init__("localcloud-ttl", interval, self.sweep)
         self.region = region
         self.account_id = account_id
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="localcloud-ttl", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.sweep()
-            except Exception:
-                LOG.exception("TTL sweep failed")
 
     def sweep(self) -> int:
         """Delete every expired item now; return how many were deleted."""
