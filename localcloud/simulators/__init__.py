@@ -178,7 +178,19 @@ def _answer(
     headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
     if status >= 300:
         headers["x-amzn-ErrorType"] = str(payload["__type"])
-    return status, headers, json.dumps(payload, default=str).encode()
+    return status, headers, json.dumps(payload, default=_wire(operation)).encode()
+
+
+def _wire(operation: OperationModel) -> Callable[[Any], Any]:
+    """How a payload's datetimes travel: epoch seconds in the JSON protocol, ISO 8601 in REST-JSON."""
+    epoch = operation.service_model.protocol == "json"
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, datetime):
+            return value.timestamp() if epoch else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+        return str(value)
+
+    return convert
 
 
 def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:

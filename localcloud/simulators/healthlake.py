@@ -94,6 +94,7 @@ from botocore.exceptions import ClientError
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
+from localcloud.shapes import fhir_export_job
 from localcloud.simulators import ServiceError, Simulator
 
 LOG = logging.getLogger("localcloud.simulators.healthlake")
@@ -197,22 +198,18 @@ class _Job:
         return f"{base}{self.datastore.datastore_id}-FHIR_EXPORT-{self.job_id}/"
 
     def properties(self) -> dict[str, Any]:
-        props: dict[str, Any] = {"JobId": self.job_id}
-        if self.name is not None:
-            props["JobName"] = self.name
-        props.update({"JobStatus": self.status, "SubmitTime": self.submitted.timestamp()})
-        if self.end is not None:
-            props["EndTime"] = self.end.timestamp()
-        props.update(
-            {
-                "DatastoreId": self.datastore.datastore_id,
-                "OutputDataConfig": {"S3Configuration": {"S3Uri": self.folder, "KmsKeyId": self.kms_key_id}},
-                "DataAccessRoleArn": self.role_arn,
-            }
+        return fhir_export_job(
+            self.job_id,
+            self.name,
+            self.status,
+            self.submitted,
+            self.datastore.datastore_id,
+            self.folder,
+            self.kms_key_id,
+            self.role_arn,
+            self.end,
+            self.message,
         )
-        if self.message is not None:
-            props["Message"] = self.message
-        return props
 
     def status_body(self) -> dict[str, Any]:
         """What `GET {endpoint}export/{JobId}` answers (HealthLake's spelling: camelCase, Java-style times)."""

@@ -109,6 +109,7 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 from localcloud.simulators import ServiceError, Simulator
 
 EVENT_SOURCE = "aws.macie"
@@ -230,10 +231,6 @@ FINDING_TEXTS = {
 }
 
 
-def _iso(moment: datetime, timespec: str = "milliseconds") -> str:
-    return moment.astimezone(UTC).isoformat(timespec=timespec).replace("+00:00", "Z")
-
-
 def _parse_time(value: str) -> datetime:
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
@@ -252,33 +249,9 @@ class _Job:
     error: bool = False
 
     def description(self) -> dict[str, Any]:
-        request = self.request
-        described: dict[str, Any] = {
-            "allowListIds": [],
-            "clientToken": request["clientToken"],
-            "createdAt": _iso(self.created),
-            "customDataIdentifierIds": [],
-            "initialRun": False,
-            "jobArn": self.arn,
-            "jobId": self.job_id,
-            "jobStatus": self.status,
-            "jobType": request["jobType"],
-            "lastRunErrorStatus": {"code": "ERROR" if self.error else "NONE"},
-            "lastRunTime": _iso(self.created),
-            "managedDataIdentifierSelector": request.get("managedDataIdentifierSelector", "RECOMMENDED"),
-            "name": request["name"],
-            "s3JobDefinition": request["s3JobDefinition"],
-            "samplingPercentage": request.get("samplingPercentage", 100),
-            "statistics": {
-                "approximateNumberOfObjectsToProcess": 0 if self.status == "COMPLETE" else self.objects_in_scope,
-                "numberOfRuns": 1,
-            },
-            "tags": request.get("tags", {}),
-        }
-        for optional in ("description", "managedDataIdentifierIds"):
-            if optional in request:
-                described[optional] = request[optional]
-        return dict(sorted(described.items()))
+        return classification_job(
+            self.job_id, self.arn, self.request, self.status, self.created, self.error, self.objects_in_scope
+        )
 
 
 class MacieSimulator(Simulator):
@@ -482,16 +455,14 @@ class MacieSimulator(Simulator):
             by_category.setdefault(identifier.category, []).append(detection)
         categories = sorted(by_category)
         finding_type = FINDING_TYPES[categories[0]] if len(categories) == 1 else "SensitiveData:S3Object/Multiple"
-        title, description = FINDING_TEXTS[finding_type]
         severity = "High" if "CREDENTIALS" in categories or total >= 100 else "Medium" if total > 1 else "Low"
-        created = _iso(self.now())
         extension = key.rsplit("/", 1)[-1].rpartition(".")[2] if "." in key.rsplit("/", 1)[-1] else ""
         s3_object: dict[str, Any] = {
             "bucketArn": bucket["arn"],
             "eTag": str(summary.get("ETag", "")).strip('"'),
             "extension": extension,
             "key": key,
-            "lastModified": _iso(summary["LastModified"]),
+            "lastModified": iso(summary["LastModified"]),
             "path": f"{bucket['name']}/{key}",
             "publicAccess": False,
             "serverSideEncryption": {"encryptionType": obj.get("ServerSideEncryption", "NONE")},
@@ -504,44 +475,30 @@ class MacieSimulator(Simulator):
         }
         if obj.get("VersionId") and obj["VersionId"] != "null":
             s3_object["versionId"] = obj["VersionId"]
-        return {
-            "accountId": job.account_id,
-            "archived": False,
-            "category": "CLASSIFICATION",
-            "classificationDetails": {
-                "jobArn": job.arn,
-                "jobId": job.job_id,
-                "originType": "SENSITIVE_DATA_DISCOVERY_JOB",
-                "result": {
-                    "additionalOccurrences": shown < total,
-                    "customDataIdentifiers": {"detections": [], "totalCount": 0},
-                    "mimeType": mimetypes.guess_type(key)[0] or "text/plain",
-                    "sensitiveData": [
-                        {
-                            "category": category,
-                            "detections": by_category[category],
-                            "totalCount": sum(d["count"] for d in by_category[category]),
-                        }
-                        for category in categories
-                    ],
-                    "sizeClassified": len(data),
-                    "status": {"code": "COMPLETE"},
-                },
-            },
-            "count": 1,
-            "createdAt": created,
-            "description": description,
-            "id": uuid.uuid4().hex,
-            "partition": "aws",
-            "region": self.region,
-            "resourcesAffected": {"s3Bucket": bucket, "s3Object": s3_object},
-            "sample": False,
-            "schemaVersion": "1.0",
-            "severity": {"description": severity, "score": {"Low": 1, "Medium": 2, "High": 3}[severity]},
-            "title": title,
-            "type": finding_type,
-            "updatedAt": created,
-        }
+        sensitive_data = [
+            {
+                "category": category,
+                "detections": by_category[category],
+                "totalCount": sum(d["count"] for d in by_category[category]),
+            }
+            for category in categories
+        ]
+        return sensitive_data_finding(
+            uuid.uuid4().hex,
+            job.account_id,
+            self.region,
+            job.arn,
+            bucket,
+            s3_object,
+            sensitive_data,
+            finding_type,
+            FINDING_TEXTS[finding_type],
+            severity,
+            self.now(),
+            size=len(data),
+            mime_type=mimetypes.guess_type(key)[0] or "text/plain",
+            additional_occurrences=shown < total,
+        )
 
     def _objects(self, bucket: str, request: dict[str, Any]) -> list[dict[str, Any]]:
         """The object summaries (ListObjectsV2 `Contents`) of `bucket` that the job's scoping and sampling select;
@@ -574,19 +531,16 @@ class MacieSimulator(Simulator):
     # --- the job log ------------------------------------------------------------------------------------------
 
     def _event(self, job: _Job, event_type: str, **extra: Any) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "adminAccountId": job.account_id,
-            "jobId": job.job_id,
-            "eventType": event_type,
-            "occurredAt": _iso(self.now(), "microseconds"),
-            "description": DESCRIPTIONS[event_type],
-            "jobName": job.request["name"],
-        }
-        if "operation" in extra:
-            message["operation"] = extra.pop("operation")
-        message["runDate"] = _iso(job.created, "microseconds")
-        message.update(extra)
-        return message
+        return macie_log_message(
+            job.account_id,
+            job.job_id,
+            job.request["name"],
+            event_type,
+            DESCRIPTIONS[event_type],
+            self.now(),
+            job.created,
+            **extra,
+        )
 
     def _terminal_log(self, job: _Job, events: list[tuple[str, dict[str, Any]]]) -> None:
         if self.drop_logs:
@@ -655,7 +609,7 @@ def _bucket_details(s3: Any, listed: dict[str, Any], owner: dict[str, Any]) -> d
         encryption = {"encryptionType": "NONE"}
     details: dict[str, Any] = {
         "arn": f"arn:aws:s3:::{name}",
-        "createdAt": _iso(listed["CreationDate"]),
+        "createdAt": iso(listed["CreationDate"]),
         "defaultServerSideEncryption": encryption,
         "name": name,
         "tags": tags,

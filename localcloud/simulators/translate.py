@@ -30,7 +30,6 @@ InvalidRequestException here) are modelled on AWS's documentation, not copied fr
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +38,13 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.shapes import (
+    TRANSLATE_REQUEST_FIELDS,
+    text_translation_job,
+    translate_details,
+    translation_job_prefix,
+    write_translations,
+)
 from localcloud.simulators import ServiceError, Simulator
 
 EVENT_SOURCE = "aws.translate"
@@ -69,17 +75,6 @@ REQUIRED = (
     "TargetLanguageCodes",
     "ClientToken",
 )
-ECHOED = (
-    "JobName",
-    "SourceLanguageCode",
-    "TargetLanguageCodes",
-    "TerminologyNames",
-    "ParallelDataNames",
-    "InputDataConfig",
-    "OutputDataConfig",
-    "DataAccessRoleArn",
-    "Settings",
-)
 
 
 @dataclass
@@ -92,26 +87,12 @@ class _Job:
     status: str = "SUBMITTED"
     end: datetime | None = None
     message: str | None = None
-    details: dict[str, int] = field(default_factory=lambda: _counts(0, 0, 0))
+    details: dict[str, int] = field(default_factory=lambda: translate_details(0, 0, 0))
 
     def properties(self) -> dict[str, Any]:
-        props: dict[str, Any] = {"JobId": self.job_id, "JobStatus": self.status}
-        props.update({k: self.request[k] for k in ECHOED if k in self.request})
-        props["SubmittedTime"] = self.submitted.timestamp()
-        props["JobDetails"] = dict(self.details)
-        if self.end is not None:
-            props["EndTime"] = self.end.timestamp()
-        if self.message is not None:
-            props["Message"] = self.message
-        return props
-
-
-def _counts(translated: int, with_errors: int, inputs: int) -> dict[str, int]:
-    return {
-        "TranslatedDocumentsCount": translated,
-        "DocumentsWithErrorsCount": with_errors,
-        "InputDocumentsCount": inputs,
-    }
+        return text_translation_job(
+            self.job_id, self.status, self.request, self.submitted, self.details, self.end, self.message
+        )
 
 
 def _split_s3_uri(uri: str) -> tuple[str, str]:
@@ -158,7 +139,13 @@ class TranslateSimulator(Simulator):
             else self.outcome
         )
         account_id = self.client("sts").get_caller_identity()["Account"]
-        job = _Job(uuid.uuid4().hex, {k: params[k] for k in ECHOED if k in params}, account_id, outcome, self.now())
+        job = _Job(
+            uuid.uuid4().hex,
+            {k: params[k] for k in TRANSLATE_REQUEST_FIELDS if k in params},
+            account_id,
+            outcome,
+            self.now(),
+        )
         with self._lock:
             self.jobs[job.job_id] = job
             self._by_token[params["ClientToken"]] = job.job_id
@@ -239,55 +226,39 @@ class TranslateSimulator(Simulator):
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=in_bucket, Prefix=in_prefix)
             keys = sorted(o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/"))
         except ClientError as exc:
-            return "FAILED", f"Unable to read the input S3 location {in_uri}: {exc}", _counts(0, 0, 0)
+            return "FAILED", f"Unable to read the input S3 location {in_uri}: {exc}", translate_details(0, 0, 0)
         if not keys:
-            return "FAILED", f"No documents were found at the input S3 location {in_uri}.", _counts(0, 0, 0)
+            return (
+                "FAILED",
+                f"No documents were found at the input S3 location {in_uri}.",
+                translate_details(0, 0, 0),
+            )
         if job.outcome == "FAILED":
-            return "FAILED", "The job failed (simulated by localcloud).", _counts(0, 0, len(keys))
+            return "FAILED", "The job failed (simulated by localcloud).", translate_details(0, 0, len(keys))
         failing = {keys[0]} if job.outcome == "COMPLETED_WITH_ERROR" else set()
-        out_bucket, out_prefix = _split_s3_uri(out_uri)
-        if out_prefix and not out_prefix.endswith("/"):
-            out_prefix += "/"
-        job_prefix = f"{out_prefix}{job.account_id}-TranslateText-{job.job_id}/"
+        out_prefix = _split_s3_uri(out_uri)[1]
         try:
             texts = {
                 key: s3.get_object(Bucket=in_bucket, Key=key)["Body"].read().decode(errors="replace") for key in keys
             }
-            for target in job.request["TargetLanguageCodes"]:
-                entries: list[dict[str, Any]] = []
-                for key in keys:
-                    folder, _, file_name = key[len(in_prefix) :].lstrip("/").rpartition("/")
-                    source_file = f"{folder}/{file_name}" if folder else file_name
-                    if key in failing:
-                        entries.append({"sourceFile": source_file, "errorMessage": "Simulated document error."})
-                        continue
-                    target_file = f"{folder}/{target}.{file_name}" if folder else f"{target}.{file_name}"
-                    s3.put_object(
-                        Bucket=out_bucket,
-                        Key=job_prefix + target_file,
-                        Body=f"[{target}] {texts[key]}".encode(),
-                        ContentType=job.request["InputDataConfig"]["ContentType"],
-                    )
-                    entries.append({"sourceFile": source_file, "targetFile": target_file, "auxiliaryData": {}})
-                auxiliary = {
-                    "sourceLanguageCode": job.request["SourceLanguageCode"],
-                    "targetLanguageCode": target,
-                    "charactersTranslated": str(sum(len(texts[k]) for k in keys if k not in failing)),
-                    "documentCountWithCustomerError": str(len(failing)),
-                    "documentCountWithServerError": "0",
-                    "inputDataPrefix": in_uri,
-                    "outputDataPrefix": f"s3://{out_bucket}/{job_prefix}",
-                    "details": entries,
-                }
-                s3.put_object(
-                    Bucket=out_bucket,
-                    Key=f"{job_prefix}details/{target}.auxiliary-translation-details.json",
-                    Body=json.dumps(auxiliary, indent=2).encode(),
-                    ContentType="application/json",
-                )
+            write_translations(
+                s3,
+                texts,
+                in_uri,
+                out_uri,
+                translation_job_prefix(out_prefix, job.account_id, job.job_id),
+                job.request["SourceLanguageCode"],
+                job.request["TargetLanguageCodes"],
+                failing,
+                job.request["InputDataConfig"]["ContentType"],
+            )
         except ClientError as exc:
-            return "FAILED", f"Unable to write to the output S3 location {out_uri}: {exc}", _counts(0, 0, len(keys))
-        counts = _counts(len(keys) - len(failing), len(failing), len(keys))
+            return (
+                "FAILED",
+                f"Unable to write to the output S3 location {out_uri}: {exc}",
+                translate_details(0, 0, len(keys)),
+            )
+        counts = translate_details(len(keys) - len(failing), len(failing), len(keys))
         return ("COMPLETED_WITH_ERROR" if failing else "COMPLETED"), None, counts
 
     # --- helpers ----------------------------------------------------------------------------------------------

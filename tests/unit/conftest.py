@@ -30,8 +30,6 @@ from tests.unit.support import (
     Deployed,
     EventBus,
     ExportAccount,
-    WaitingTask,
-    Workflows,
     check_observability,
     cold_start,
     deploy_template,
@@ -39,6 +37,7 @@ from tests.unit.support import (
     use_project_sources,
 )
 from tests.unit.task_support import TaskAccount, task_account
+from tests.unit.waiting import WaitingTask, Workflows
 
 
 @pytest.fixture(scope="session", autouse=True)

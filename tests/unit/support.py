@@ -1,24 +1,16 @@
-"""Helpers for the unit tests (fixtures live in conftest.py): template.yaml deployed on moto, the functions, real
-waiting tasks.
+"""Helpers for the unit tests (fixtures live in conftest.py): template.yaml deployed on moto, and the functions.
 
 Nothing here retypes the template: `localcloud.deploy` stands it up on moto as `sam deploy` would (the same code the
 offline cloud deploys with), so every table, queue, bucket, bus, rule and state machine is the template's, under the
 name CloudFormation gives it, and `invoke` runs a handler with exactly its function's Environment.
 
-Step Functions runs for real on moto (`execute_state_machine`): `Workflows.start()` starts an execution whose one task
-waits with `.waitForTaskToken` and hands its token over an SQS queue, so SendTaskSuccess / SendTaskFailure act on
-a real task and DescribeExecution shows what the workflow saw.
-
-What moto lacks (Translate, Macie, Bedrock Data Automation, HealthLake) answers in the documented shapes that
-localcloud/shapes.py builds for the simulators too.
+Real waiting tasks live in waiting.py; what the services answer and what Lambda hands the functions (built by
+localcloud's shapes, as the simulators build them) in payloads.py; the task API's account in task_support.py.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import gzip
-import hashlib
 import importlib
 import json
 import os
@@ -26,18 +18,18 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.deploy import ACCOUNT_ID, Resource, Stack, deploy
 from localcloud.lambda_bootstrap import LambdaContext
-from localcloud.pollers import sqs_record
+
+if TYPE_CHECKING:
+    from tests.unit.waiting import Workflows
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "src"
@@ -46,13 +38,11 @@ EVENTS = REPO / "events"
 REGION = "us-east-1"
 ACCOUNT = ACCOUNT_ID
 STACK = "callback-kit"  # the stack the samples under events/ were taken from, so they name its resources
-ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-workflow"
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 # The export workflow's resources have `Condition: ExportEnabled`, which holds only with a data store to export
 # (tests that talk to a simulated HealthLake point HEALTHLAKE_DATASTORE_ID at its data store instead).
 TEST_PARAMETERS = {"HealthLakeDatastoreId": "0123456789abcdef0123456789abcdef"}
 WAIT_S = 10.0  # deadline for anything asynchronous (an execution starting or ending); normally well under 0.1 s
-POLL_S = 0.01
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -176,111 +166,13 @@ def invoke(module: str, event: dict[str, Any]) -> Any:
                 monkeypatch.setenv(name, value)
         handler = importlib.import_module(f"handlers.{module}").handler
         arn = deployed.function_arn(module)
-        context = LambdaContext({"requestId": str(uuid.uuid4()), "functionArn": arn, "deadlineMs": _deadline_ms()})
+        deadline_ms = int(time.time() * 1000) + 30_000
+        context = LambdaContext({"requestId": str(uuid.uuid4()), "functionArn": arn, "deadlineMs": deadline_ms})
         return handler(json.loads(json.dumps(event)), context)
 
 
-def _deadline_ms() -> int:
-    return int(time.time() * 1000) + 30_000
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# Step Functions: real waiting tasks
-# ----------------------------------------------------------------------------------------------------------------
-@dataclass
-class WaitingTask:
-    """An execution parked on a `.waitForTaskToken` task."""
-
-    execution_arn: str
-    token: str
-    sfn: Any = field(repr=False)
-
-    def describe(self) -> dict[str, Any]:
-        return dict(self.sfn.describe_execution(executionArn=self.execution_arn))
-
-    def status(self) -> str:
-        return str(self.describe()["status"])
-
-    def wait_until_closed(self) -> dict[str, Any]:
-        """Poll DescribeExecution until the execution has ended; return it."""
-        deadline = time.monotonic() + WAIT_S
-        while (execution := self.describe())["status"] == "RUNNING":
-            assert time.monotonic() < deadline, f"{self.execution_arn} still RUNNING after {WAIT_S} s"
-            time.sleep(POLL_S)
-        return execution
-
-    def stop(self) -> None:
-        """StopExecution, then wait until it is ABORTED (the callback wait is over)."""
-        self.sfn.stop_execution(executionArn=self.execution_arn)
-        assert self.wait_until_closed()["status"] == "ABORTED"
-
-
-class Workflows:
-    """Starts executions that wait for a task token and fetches each token from the queue the task sends it to."""
-
-    def __init__(self) -> None:
-        self.sfn = boto3.client("stepfunctions", region_name=REGION)
-        self.sqs = boto3.client("sqs", region_name=REGION)
-        self.queue_url = self.sqs.create_queue(QueueName=f"{STACK}-task-tokens")["QueueUrl"]
-        self._machines: dict[tuple[int | None, int | None], str] = {}
-        self._tokens: dict[str, str] = {}  # execution ARN -> token, for messages received while waiting for another
-
-    def _state_machine(self, timeout_seconds: int | None, heartbeat_seconds: int | None) -> str:
-        if (timeout_seconds, heartbeat_seconds) not in self._machines:
-            task: dict[str, Any] = {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
-                "Parameters": {
-                    "QueueUrl": self.queue_url,
-                    "MessageBody": {"executionArn.$": "$$.Execution.Id", "taskToken.$": "$$.Task.Token"},
-                },
-                "End": True,
-            }
-            if timeout_seconds is not None:
-                task["TimeoutSeconds"] = timeout_seconds
-            if heartbeat_seconds is not None:
-                task["HeartbeatSeconds"] = heartbeat_seconds
-            definition = {"StartAt": "WaitForJob", "States": {"WaitForJob": task}}
-            self._machines[(timeout_seconds, heartbeat_seconds)] = self.sfn.create_state_machine(
-                name=f"{STACK}-wait-{timeout_seconds or 'forever'}-heartbeat-{heartbeat_seconds or 'none'}",
-                definition=json.dumps(definition),
-                roleArn=ROLE_ARN,
-            )["stateMachineArn"]
-        return self._machines[(timeout_seconds, heartbeat_seconds)]
-
-    def start(self, timeout_seconds: int | None = None, heartbeat_seconds: int | None = None) -> WaitingTask:
-        """Start an execution and return it once its task is waiting, with the task's token. With
-        `heartbeat_seconds` the task has HeartbeatSeconds, as the workflows' waiting tasks do (moto answers
-        SendTaskHeartbeat for a task without it with InvalidToken)."""
-        execution_arn = self.sfn.start_execution(
-            stateMachineArn=self._state_machine(timeout_seconds, heartbeat_seconds),
-            name=f"wait-{uuid.uuid4()}",
-            input="{}",
-        )["executionArn"]
-        deadline = time.monotonic() + WAIT_S
-        while execution_arn not in self._tokens:
-            assert time.monotonic() < deadline, f"no task token from {execution_arn} within {WAIT_S} s"
-            for message in self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get(
-                "Messages", []
-            ):
-                body = json.loads(message["Body"])
-                self._tokens[body["executionArn"]] = body["taskToken"]
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-            if execution_arn not in self._tokens:
-                time.sleep(POLL_S)
-        return WaitingTask(execution_arn, self._tokens.pop(execution_arn), self.sfn)
-
-    def stop_all(self) -> None:
-        """Stop every execution still waiting, so no interpreter thread outlives the test."""
-        for machine in self._machines.values():
-            for execution in self.sfn.list_executions(stateMachineArn=machine, statusFilter="RUNNING")["executions"]:
-                task = WaitingTask(execution["executionArn"], "", self.sfn)
-                self.sfn.stop_execution(executionArn=task.execution_arn)
-                task.wait_until_closed()  # ABORTED, or whatever it ended with an instant before the stop
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The spy on the Step Functions client
+# The account a test runs in: its clients, tables, buckets and rule deliveries
 # ----------------------------------------------------------------------------------------------------------------
 class ClientSpy:
     """Delegates to a boto3 client and records every API call (name and keyword arguments), even one that raises."""
@@ -327,9 +219,6 @@ class Aws:
         return dict(item) if item else None
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# EventBridge
-# ----------------------------------------------------------------------------------------------------------------
 class Deliveries:
     """The offline cloud's EventBridge delivery (gap 15 in docs/offline-cloud.md) with each function or state
     machine target recorded instead of run: what the template's rules would hand which target."""
@@ -363,9 +252,6 @@ class EventBus:
         return self.deliveries.take(self.target_arn)
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The token table: time passing
-# ----------------------------------------------------------------------------------------------------------------
 def backdate_registration(aws: Aws, job_key: str, seconds: int) -> None:
     """Make a registered token look `seconds` older (the reconciler only looks at tasks waiting long enough)."""
     item = aws.item(job_key)
@@ -375,234 +261,6 @@ def backdate_registration(aws: Aws, job_key: str, seconds: int) -> None:
         UpdateExpression="SET registeredAt = :at",
         ExpressionAttributeValues={":at": int(item["registeredAt"]) - seconds},
     )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# CloudWatch Logs subscription events
-# ----------------------------------------------------------------------------------------------------------------
-MACIE_LOG_GROUP = "/aws/macie/classificationjobs"
-
-
-def logs_subscription_event(
-    log_events: list[dict[str, Any]],
-    log_stream: str,
-    log_group: str = MACIE_LOG_GROUP,
-    subscription_filter: str = f"{STACK}-ForwardMacieLogsFunctionMacieJobLog-UNITTEST",
-) -> dict[str, Any]:
-    """What a CloudWatch Logs subscription hands a Lambda function: `awslogs.data` = base64(gzip(JSON))."""
-    payload = {
-        "messageType": "DATA_MESSAGE",
-        "owner": ACCOUNT,
-        "logGroup": log_group,
-        "logStream": log_stream,
-        "subscriptionFilters": [subscription_filter],
-        "logEvents": log_events,
-    }
-    data = base64.b64encode(gzip.compress(json.dumps(payload).encode(), mtime=0)).decode()
-    return {"awslogs": {"data": data}}
-
-
-def logs_data(event: dict[str, Any]) -> dict[str, Any]:
-    """The decoded payload of a CloudWatch Logs subscription event."""
-    return dict(json.loads(gzip.decompress(base64.b64decode(event["awslogs"]["data"]))))
-
-
-def macie_log_events(job_id: str, event_types: list[str], start_ms: int = 1_768_473_600_000) -> list[dict[str, Any]]:
-    """Log events of a Macie classification job as Macie writes them (one JSON message per event)."""
-    events = []
-    for n, event_type in enumerate(event_types):
-        message: dict[str, Any] = {
-            "adminAccountId": ACCOUNT,
-            "jobId": job_id,
-            "eventType": event_type,
-            "occurredAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime((start_ms + n * 1000) / 1000)),
-            "description": f"Macie logged {event_type} for the job.",
-            "jobName": f"documents-{job_id[:8]}",
-        }
-        if event_type.startswith("BUCKET_"):
-            message |= {
-                "operation": "ListObjectsV2",
-                "affectedAccount": ACCOUNT,
-                "affectedResource": {"type": "S3_BUCKET_NAME", "value": f"bucket-{n}"},
-            }
-        events.append({"id": f"{start_ms + n:056d}", "timestamp": start_ms + n * 1000, "message": json.dumps(message)})
-    return events
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Documents, their translations (as Amazon Translate writes them) and Macie findings
-# ----------------------------------------------------------------------------------------------------------------
-def translation_output(
-    s3: Any,
-    bucket: str,
-    input_prefix: str,
-    output_prefix: str,
-    job_id: str,
-    languages: list[str],
-    failed: frozenset[str] = frozenset(),
-) -> dict[str, list[str]]:
-    """Write what a finished Translate batch job writes for the documents under `input_prefix`: one translated file
-    per document and language under `<output prefix><account>-TranslateText-<job id>/`, and one auxiliary
-    translation details file per language under its `details/`. Documents in `failed` get an error entry instead of
-    a translation. Returns source key -> translated keys."""
-    sources = [
-        o["Key"]
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=input_prefix)
-        for o in page.get("Contents", [])
-        if not o["Key"].endswith("/")
-    ]
-    job_prefix = f"{output_prefix}{ACCOUNT}-TranslateText-{job_id}/"
-    translated: dict[str, list[str]] = {source: [] for source in sources}
-    for language in languages:
-        details = []
-        for source in sources:
-            source_file = source.removeprefix(input_prefix)
-            if source in failed:
-                details.append({"sourceFile": source_file, "errorMessage": "The document could not be translated."})
-                continue
-            folder, _, name = source_file.rpartition("/")
-            target_file = f"{folder}/{language}.{name}" if folder else f"{language}.{name}"
-            s3.put_object(Bucket=bucket, Key=job_prefix + target_file, Body=f"[{language}] {source}".encode())
-            details.append({"sourceFile": source_file, "targetFile": target_file, "auxiliaryData": {}})
-            translated[source].append(job_prefix + target_file)
-        auxiliary = {
-            "sourceLanguageCode": "en",
-            "targetLanguageCode": language,
-            "charactersTranslated": "1024",
-            "documentCountWithCustomerError": str(len(failed)),
-            "documentCountWithServerError": "0",
-            "inputDataPrefix": f"s3://{bucket}/{input_prefix}",
-            "outputDataPrefix": f"s3://{bucket}/{job_prefix}",
-            "details": details,
-        }
-        s3.put_object(
-            Bucket=bucket,
-            Key=f"{job_prefix}details/{language}.auxiliary-translation-details.json",
-            Body=json.dumps(auxiliary).encode(),
-        )
-    return translated
-
-
-def macie_finding(bucket: str, key: str, classification_job_id: str) -> dict[str, Any]:
-    """A Macie sensitive-data finding for one S3 object (GetFindings response shape, the fields that matter)."""
-    return {
-        "id": uuid.uuid5(uuid.NAMESPACE_URL, f"s3://{bucket}/{key}#{classification_job_id}").hex,
-        "accountId": ACCOUNT,
-        "region": REGION,
-        "type": "SensitiveData:S3Object/Personal",
-        "category": "CLASSIFICATION",
-        "count": 1,
-        "severity": {"description": "High", "score": 3},
-        "classificationDetails": {
-            "jobId": classification_job_id,
-            "jobArn": f"arn:aws:macie2:{REGION}:{ACCOUNT}:classification-job/{classification_job_id}",
-            "originType": "SENSITIVE_DATA_DISCOVERY_JOB",
-            "result": {
-                "status": {"code": "COMPLETE"},
-                "sensitiveData": [
-                    {"category": "PERSONAL_INFORMATION", "detections": [{"type": "NAME", "count": 2}], "totalCount": 2}
-                ],
-            },
-        },
-        "resourcesAffected": {
-            "s3Bucket": {"arn": f"arn:aws:s3:::{bucket}", "name": bucket},
-            "s3Object": {"bucketArn": f"arn:aws:s3:::{bucket}", "key": key, "path": f"{bucket}/{key}"},
-        },
-    }
-
-
-def empty_bucket(s3: Any, bucket: str) -> None:
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-        for listed in page.get("Contents", []):
-            s3.delete_object(Bucket=bucket, Key=listed["Key"])
-
-
-def tags_of(s3: Any, bucket: str, key: str) -> dict[str, str]:
-    return {tag["Key"]: tag["Value"] for tag in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# What the services' describe calls answer (full response shapes; Stubber validates them against the models)
-# ----------------------------------------------------------------------------------------------------------------
-SUBMITTED_AT = datetime(2026, 1, 15, 10, 30, 5, tzinfo=UTC)
-ENDED_AT = datetime(2026, 1, 15, 10, 42, 7, tzinfo=UTC)
-
-
-def translate_job(job_id: str, status: str, message: str | None = None) -> dict[str, Any]:
-    """DescribeTextTranslationJob's answer."""
-    properties: dict[str, Any] = {
-        "JobId": job_id,
-        "JobName": f"documents-{job_id[:8]}",
-        "JobStatus": status,
-        "JobDetails": {"TranslatedDocumentsCount": 3, "DocumentsWithErrorsCount": 0, "InputDocumentsCount": 3},
-        "SourceLanguageCode": "en",
-        "TargetLanguageCodes": ["fr", "de"],
-        "SubmittedTime": SUBMITTED_AT,
-        "InputDataConfig": {"S3Uri": "s3://documents/incoming/", "ContentType": "text/plain"},
-        "OutputDataConfig": {"S3Uri": "s3://documents/translated/"},
-        "DataAccessRoleArn": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-TranslateDataAccessRole",
-    }
-    if status not in {"SUBMITTED", "IN_PROGRESS"}:
-        properties["EndTime"] = ENDED_AT
-    if message:
-        properties["Message"] = message
-    return {"TextTranslationJobProperties": properties}
-
-
-def macie_job(job_id: str, status: str, last_run_error: str = "NONE") -> dict[str, Any]:
-    """DescribeClassificationJob's answer for a one-time job (`status` as the API spells it: COMPLETE, ...)."""
-    return {
-        "jobArn": f"arn:aws:macie2:{REGION}:{ACCOUNT}:classification-job/{job_id}",
-        "jobId": job_id,
-        "jobStatus": status,
-        "jobType": "ONE_TIME",
-        "name": f"documents-{job_id[:8]}",
-        "clientToken": f"documents-{job_id[:8]}",
-        "createdAt": SUBMITTED_AT,
-        "initialRun": False,
-        "lastRunTime": SUBMITTED_AT,
-        "lastRunErrorStatus": {"code": last_run_error},
-        "managedDataIdentifierSelector": "RECOMMENDED",
-        "s3JobDefinition": {"bucketDefinitions": [{"accountId": ACCOUNT, "buckets": ["documents"]}]},
-        "samplingPercentage": 100,
-        "statistics": {"approximateNumberOfObjectsToProcess": 3.0, "numberOfRuns": 1.0},
-        "tags": {},
-    }
-
-
-def bda_status(status: str, error_type: str | None = None, error_message: str | None = None) -> dict[str, Any]:
-    """GetDataAutomationStatus's answer."""
-    response: dict[str, Any] = {"status": status, "jobSubmissionTime": SUBMITTED_AT}
-    if status in {"Success", "ClientError", "ServiceError"}:
-        response |= {"jobCompletionTime": ENDED_AT, "jobDurationInSeconds": 14}
-    if status == "Success":
-        response["outputConfiguration"] = {"s3Uri": "s3://documents/bda-output/job_metadata.json"}
-    if error_type:
-        response |= {"errorType": error_type, "errorMessage": error_message or "The job failed."}
-    return response
-
-
-def healthlake_export(datastore_id: str, job_id: str, status: str, message: str | None = None) -> dict[str, Any]:
-    """DescribeFHIRExportJob's answer."""
-    properties: dict[str, Any] = {
-        "JobId": job_id,
-        "JobName": "nightly-export",
-        "JobStatus": status,
-        "SubmitTime": SUBMITTED_AT,
-        "DatastoreId": datastore_id,
-        "OutputDataConfig": {"S3Configuration": {"S3Uri": "s3://exports/fhir/", "KmsKeyId": "alias/exports"}},
-        "DataAccessRoleArn": f"arn:aws:iam::{ACCOUNT}:role/{STACK}-HealthLakeExport",
-    }
-    if status in {"COMPLETED", "COMPLETED_WITH_ERRORS", "FAILED", "CANCEL_COMPLETED"}:
-        properties["EndTime"] = ENDED_AT
-    if message:
-        properties["Message"] = message
-    return {"ExportJobProperties": properties}
-
-
-def invocation_arn(job_id: str) -> str:
-    """The Bedrock Data Automation invocation ARN whose last part is the job id its events carry."""
-    return f"arn:aws:bedrock:{REGION}:{ACCOUNT}:data-automation-invocation/{job_id}"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -662,47 +320,14 @@ class ExportAccount:
         return list(json.loads(self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read()))
 
 
-def sqs_event(bodies: list[dict[str, Any] | str], queue_logical_id: str = "ExportQueue") -> dict[str, Any]:
-    """What Lambda's SQS event source mapping hands the function (localcloud's records): one per message body."""
-    queue_name = _deployed[-1].physical_id(queue_logical_id).rsplit("/", 1)[-1]
-    queue_arn = f"arn:aws:sqs:{REGION}:{ACCOUNT}:{queue_name}"
-    messages = [
-        {
-            "MessageId": str(uuid.uuid5(uuid.NAMESPACE_URL, f"{n}:{body}")),
-            "ReceiptHandle": f"AQEB{uuid.uuid4().hex}",
-            "Body": body if isinstance(body, str) else json.dumps(body),
-            "Attributes": {"ApproximateReceiveCount": "1", "SentTimestamp": "1768473000123"},
-        }
-        for n, body in enumerate(bodies)
-    ]
-    return {"Records": [sqs_record(message, queue_arn, REGION) for message in messages]}
+def tags_of(s3: Any, bucket: str, key: str) -> dict[str, str]:
+    return {tag["Key"]: tag["Value"] for tag in s3.get_object_tagging(Bucket=bucket, Key=key)["TagSet"]}
 
 
-def with_bodies(event: dict[str, Any], **changes: Any) -> dict[str, Any]:
-    """An SQS event sample whose message bodies carry `changes` (e.g. this test's task token), md5OfBody to match."""
-    copy = json.loads(json.dumps(event))
-    for record in copy["Records"]:
-        record["body"] = json.dumps({**json.loads(record["body"]), **changes})
-        record["md5OfBody"] = hashlib.md5(record["body"].encode()).hexdigest()  # noqa: S324 - what SQS sends
-    return copy
-
-
-def ndjson(records: list[dict[str, Any]]) -> bytes:
-    return b"".join(json.dumps(record, separators=(",", ":")).encode() + b"\n" for record in records)
-
-
-def fhir_patients(count: int, start: int = 0) -> list[dict[str, Any]]:
-    """FHIR Patient resources as a HealthLake export writes them (one per NDJSON line)."""
-    return [
-        {
-            "resourceType": "Patient",
-            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"patient-{n}")),
-            "meta": {"versionId": "1", "lastUpdated": "2026-01-15T10:20:00.000Z"},
-            "name": [{"family": f"Family{n}", "given": [f"Given{n}"]}],
-            "gender": "unknown",
-        }
-        for n in range(start, start + count)
-    ]
+def empty_bucket(s3: Any, bucket: str) -> None:
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for listed in page.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=listed["Key"])
 
 
 def asl_states(workflow: str) -> list[dict[str, Any]]:

@@ -21,16 +21,8 @@ from moto.events.models import EventPattern
 from shared.callback.adapters import ADAPTERS, adapter, healthlake_job_id, outcome_of
 from shared.exceptions import UnknownJobEventError, UnknownServiceError
 from shared.outcome import Outcome
-from tests.unit.support import (
-    EVENTS,
-    Aws,
-    Deployed,
-    bda_status,
-    healthlake_export,
-    invocation_arn,
-    macie_job,
-    translate_job,
-)
+from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
+from tests.unit.support import EVENTS, Aws, Deployed
 
 TRANSLATE_JOB = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
 MACIE_JOB = "85a55dc0fa6ed0be5939d0408f2e1c7b"

@@ -22,7 +22,9 @@ from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
-from tests.unit.support import EVENTS, Aws, ClientSpy, WaitingTask, invoke, translate_job
+from tests.unit.payloads import translate_job
+from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
+from tests.unit.waiting import WaitingTask
 
 JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
 JOB_KEY = f"translate#{JOB_ID}"

@@ -29,6 +29,15 @@ from moto.events.models import EventPattern
 
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from shared.callback.adapters import ADAPTERS, healthlake_job_id, outcome_of
+from tests.unit.payloads import (
+    fhir_patients,
+    logs_data,
+    macie_finding,
+    macie_job,
+    ndjson,
+    translation_output,
+    with_bodies,
+)
 from tests.unit.support import (
     EVENTS,
     SRC,
@@ -36,19 +45,12 @@ from tests.unit.support import (
     Deployed,
     EventBus,
     ExportAccount,
-    WaitingTask,
     backdate_registration,
-    fhir_patients,
     invoke,
-    logs_data,
-    macie_finding,
-    macie_job,
-    ndjson,
     tags_of,
-    translation_output,
-    with_bodies,
 )
 from tests.unit.task_support import TaskAccount
+from tests.unit.waiting import WaitingTask
 
 SAMPLE_NAME = re.compile(r"^(?P<handler>[a-z][a-z0-9_]*)\.(?P<case>[a-z0-9][a-z0-9-]*)\.json$")
 SAMPLES = sorted(EVENTS.glob("*.json"))

@@ -19,19 +19,9 @@ from typing import Any
 import pytest
 
 from localcloud.simulators.healthlake import HealthLakeSimulator
-from tests.unit.support import (
-    ACCOUNT,
-    REGION,
-    WAIT_S,
-    ClientSpy,
-    ExportAccount,
-    WaitingTask,
-    asl_states,
-    fhir_patients,
-    invoke,
-    ndjson,
-    sqs_event,
-)
+from tests.unit.payloads import fhir_patients, ndjson, sqs_event
+from tests.unit.support import ACCOUNT, REGION, WAIT_S, ClientSpy, ExportAccount, asl_states, invoke
+from tests.unit.waiting import WaitingTask
 
 EXECUTIONS = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:callback-kit-test-export"
 LAST_RUN = "2026-01-15T10:25:00.087Z"

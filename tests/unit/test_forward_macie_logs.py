@@ -20,15 +20,8 @@ import pytest
 from botocore.stub import Stubber
 
 from shared.exceptions import EventsNotDeliveredError
-from tests.unit.support import (
-    ACCOUNT,
-    Aws,
-    EventBus,
-    invoke,
-    logs_subscription_event,
-    macie_job,
-    macie_log_events,
-)
+from tests.unit.payloads import logs_subscription_event, macie_job, macie_log_events
+from tests.unit.support import ACCOUNT, Aws, EventBus, invoke
 
 JOB_ID = "85a55dc0fa6ed0be5939d0408f2e1c7b"
 MACIE_SOURCE, MACIE_DETAIL_TYPE = "callback-kit.macie", "Macie Classification Job Log Event"

@@ -14,7 +14,8 @@ import pytest
 from botocore.stub import Stubber
 from pydantic import ValidationError
 
-from tests.unit.support import Aws, invoke, macie_finding, tags_of, translation_output
+from tests.unit.payloads import macie_finding, translation_output
+from tests.unit.support import Aws, invoke, tags_of
 
 BUCKET = "callback-kit-unit-documents"
 INPUT, OUTPUT = "incoming/2026-01-15/", "translated/2026-01-15/"

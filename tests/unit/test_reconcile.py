@@ -19,19 +19,9 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
-from tests.unit.support import (
-    EVENTS,
-    Aws,
-    ClientSpy,
-    WaitingTask,
-    backdate_registration,
-    bda_status,
-    healthlake_export,
-    invocation_arn,
-    invoke,
-    macie_job,
-    translate_job,
-)
+from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
+from tests.unit.support import EVENTS, Aws, ClientSpy, backdate_registration, invoke
+from tests.unit.waiting import WaitingTask
 
 SCHEDULE = json.loads((EVENTS / "reconcile_jobs.schedule.json").read_text())
 HEARTBEAT_SECONDS = 600  # long enough not to matter, except in the tests that are about it
