@@ -21,7 +21,7 @@ from typing import Any
 
 import botocore.session
 from botocore import xform_name
-from botocore.model import ServiceModel
+from botocore.model import OperationModel
 from moto.core.models import botocore_stubber
 from moto.core.responses import EmptyResult
 from moto.events.models import events_backends
@@ -56,14 +56,11 @@ from localcloud.events import as_service
 
 
 @cache
-def _service_model(service: str) -> ServiceModel:
-    return botocore.session.get_session().get_service_model(service)
-
-
-@cache
-def _operation_name(service: str, snake_action: str) -> str:
-    names = {xform_name(name): name for name in _service_model(service).operation_names}
-    return names[snake_action]
+def _operation_model(service: str, snake_action: str) -> OperationModel:
+    """botocore's model of an operation, by the snake_case action name an aws-sdk Task state's resource gives."""
+    model = botocore.session.get_session().get_service_model(service)
+    names = {xform_name(name): name for name in model.operation_names}
+    return model.operation_model(names[snake_action])
 
 
 def _normalise_parameters(
@@ -74,8 +71,7 @@ def _normalise_parameters(
 ) -> None:
     """Gap 1 (request): map the ASL's PascalCase names onto the botocore input shape, as AWS does."""
     service = self._get_boto_service_name(boto_service_name)
-    operation = _operation_name(service, self._get_boto_service_action(service_action_name))
-    shape = _service_model(service).operation_model(operation).input_shape
+    shape = _operation_model(service, self._get_boto_service_action(service_action_name)).input_shape
     if shape is not None:
         self._to_boto_request(parameters, shape)
 
@@ -88,8 +84,7 @@ def _normalise_response(
 ) -> None:
     """Gap 1 (response): give the result back in the service's PascalCase member names."""
     service = self._get_boto_service_name(boto_service_name)
-    operation = _operation_name(service, self._get_boto_service_action(service_action_name))
-    shape = _service_model(service).operation_model(operation).output_shape
+    shape = _operation_model(service, self._get_boto_service_action(service_action_name)).output_shape
     if shape is not None:
         self._from_boto_response(response, shape)
 
