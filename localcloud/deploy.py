@@ -184,6 +184,8 @@ def deploy(
 
 
 def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource]:
+    from localcloud import patches  # here: patches imports this module (through localcloud.lambdas)
+
     stack = cloudformation_backends[ACCOUNT_ID][region].stacks[stack_id]
     resource_map = stack.resource_map
     resources = []
@@ -191,7 +193,7 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
         condition = resource.get("Condition")
         if condition and not resource_map.lazy_condition_map[condition]:
             continue  # not created, as CloudFormation skips a resource whose condition is false
-        parsed = resource_map._parsed_resources.get(logical_id)
+        parsed = patches.parsed_resource(resource_map, logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
         properties = clean_json(resource.get("Properties", {}), resource_map)
         resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties))

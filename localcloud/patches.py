@@ -1,4 +1,5 @@
-"""Every change the offline cloud makes to moto, in one place: what it replaces and why.
+"""Every change the offline cloud makes to moto, in one place: what it replaces and why; and every read of moto's
+private state from elsewhere, each behind a named accessor at the end.
 
 A `Patch` replaces one attribute of a moto class or module. Each one cites the gap it closes in the catalogue of
 docs/offline-cloud.md ("gap N"), or says "speed" when it only makes the offline cloud faster (same answers).
@@ -17,6 +18,7 @@ import moto.core.responses
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.cloudformation.parsing import ResourceMap
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.parser.asl.component.common.path import result_path
@@ -146,3 +148,16 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: Call
             *event_delivery(deliver, send_to),
         ]
     )
+
+
+# --- moto's private state, read for the rest of the offline cloud ---------------------------------------------------
+def parsed_resource(resource_map: ResourceMap, logical_id: str) -> Any:
+    """The resource moto's CloudFormation made for `logical_id`, if any: reads `ResourceMap._parsed_resources`, as
+    the map's public lookup creates a resource it has not made yet (and raises for one it never will)."""
+    return resource_map._parsed_resources.get(logical_id)
+
+
+def callback_endpoints(pool: CallbackPoolManager) -> list[CallbackEndpoint]:
+    """The callback endpoints of an execution's pool: reads `CallbackPoolManager._pool`, which moto lists nowhere,
+    for StopExecution to wake every waiting task (gap 4)."""
+    return list(pool._pool.values())

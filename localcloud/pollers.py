@@ -118,7 +118,7 @@ class SqsPoller:
 
         while not self._stop.wait(0.2):
             backend = lambda_simple_backends[self.account_id][self.region]
-            for esm in list(backend._event_source_mappings.values()):
+            for esm in backend.list_event_source_mappings(event_source_arn="", function_name=""):  # all of them
                 if esm.event_source_arn.split(":")[2] == "sqs" and esm.uuid not in self._threads:
                     thread = threading.Thread(target=self._poll, args=(esm,), name=f"sqs-{esm.uuid}", daemon=True)
                     self._threads[esm.uuid] = thread
