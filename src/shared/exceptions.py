@@ -1,5 +1,7 @@
 """Named errors: their class names are what ASL Retry/Catch match on."""
 
+from typing import ClassVar
+
 
 class TokenConflictError(Exception):
     """Another task token is already registered for this job."""
@@ -27,31 +29,33 @@ class TaskNotFoundError(Exception):
     """No task with this id belongs to the caller (another caller's task is not found either)."""
 
 
-class TaskAlreadyEndedError(Exception):
+class TaskStatusError(Exception):
+    """The base of the errors below: the task's status does not allow the request."""
+
+    template: ClassVar[str]  # the message, with {task_id} and {status}
+
+    def __init__(self, task_id: str, status: str) -> None:
+        super().__init__(self.template.format(task_id=task_id, status=status))
+        self.task_id = task_id
+        self.status = status
+
+
+class TaskAlreadyEndedError(TaskStatusError):
     """The task has reached a terminal status; it can no longer be cancelled."""
 
-    def __init__(self, task_id: str, status: str) -> None:
-        super().__init__(f"task {task_id} already ended {status}")
-        self.task_id = task_id
-        self.status = status
+    template = "task {task_id} already ended {status}"
 
 
-class ResultNotReadyError(Exception):
+class ResultNotReadyError(TaskStatusError):
     """The task is still running; its result is not there yet."""
 
-    def __init__(self, task_id: str, status: str) -> None:
-        super().__init__(f"task {task_id} is {status}; its result is not available")
-        self.task_id = task_id
-        self.status = status
+    template = "task {task_id} is {status}; its result is not available"
 
 
-class NoResultError(Exception):
+class NoResultError(TaskStatusError):
     """The task ended without succeeding: it has no result and will not have one."""
 
-    def __init__(self, task_id: str, status: str) -> None:
-        super().__init__(f"task {task_id} ended {status} without a result")
-        self.task_id = task_id
-        self.status = status
+    template = "task {task_id} ended {status} without a result"
 
 
 class IdempotencyKeyReusedError(Exception):
