@@ -14,6 +14,7 @@ from typing import Annotated, Any, cast
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
@@ -115,6 +116,11 @@ def _status(task: Task) -> Response[TaskStatus]:
     return Response(HTTPStatus.OK, content_types.APPLICATION_JSON, body, headers)
 
 
+def _json(description: str, model: type[BaseModel] = ErrorMessage) -> OpenAPIResponse:
+    """A route's response as the OpenAPI document lists it: what it means, and the model of its JSON body."""
+    return {"description": description, "content": {"application/json": {"model": model}}}
+
+
 def _error(
     code: HTTPStatus,
     message: str,
@@ -131,13 +137,10 @@ def _error(
     "/task",
     summary="Submit a task",
     responses={
-        202: {"description": "Accepted: follow Location", "content": {"application/json": {"model": Accepted}}},
-        400: {"description": "The body is not JSON", "content": {"application/json": {"model": ErrorMessage}}},
-        413: {"description": "The body is too large", "content": {"application/json": {"model": ErrorMessage}}},
-        422: {
-            "description": "Invalid request, unknown type, or an Idempotency-Key reused for another request",
-            "content": {"application/json": {"model": ErrorMessage}},
-        },
+        202: _json("Accepted: follow Location", Accepted),
+        400: _json("The body is not JSON"),
+        413: _json("The body is too large"),
+        422: _json("Invalid request, unknown type, or an Idempotency-Key reused for another request"),
     },
 )
 def submit(
@@ -158,8 +161,8 @@ def submit(
     "/task/<task_id>",
     summary="The task's status",
     responses={
-        200: {"description": "The task", "content": {"application/json": {"model": TaskStatus}}},
-        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
+        200: _json("The task", TaskStatus),
+        404: _json("No such task of yours"),
     },
 )
 def get_task(task_id: TaskId) -> Response[TaskStatus]:
@@ -172,10 +175,7 @@ def get_task(task_id: TaskId) -> Response[TaskStatus]:
     responses={
         200: {"description": "The workflow's output", "content": {"application/json": {}}},
         404: {"description": "Not ready yet (Retry-After), or no such task of yours"},
-        409: {
-            "description": "The task ended without a result",
-            "content": {"application/json": {"model": ErrorMessage}},
-        },
+        409: _json("The task ended without a result"),
     },
 )
 def get_result(task_id: TaskId) -> Response[Any]:
@@ -186,8 +186,8 @@ def get_result(task_id: TaskId) -> Response[Any]:
     "/task/<task_id>/history",
     summary="Every status log entry, oldest first",
     responses={
-        200: {"description": "The log", "content": {"application/json": {"model": History}}},
-        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
+        200: _json("The log", History),
+        404: _json("No such task of yours"),
     },
 )
 def get_history(task_id: TaskId) -> History:
@@ -199,9 +199,9 @@ def get_history(task_id: TaskId) -> History:
     "/task/<task_id>",
     summary="Cancel the task",
     responses={
-        200: {"description": "Cancelled (again)", "content": {"application/json": {"model": TaskStatus}}},
-        404: {"description": "No such task of yours", "content": {"application/json": {"model": ErrorMessage}}},
-        409: {"description": "The task already ended", "content": {"application/json": {"model": ErrorMessage}}},
+        200: _json("Cancelled (again)", TaskStatus),
+        404: _json("No such task of yours"),
+        409: _json("The task already ended"),
     },
 )
 def cancel_task(task_id: TaskId) -> Response[TaskStatus]:
