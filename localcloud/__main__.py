@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from localcloud.clock import Clock
 from localcloud.cloud import CloudConfig, LocalCloud, log_path
 from localcloud.simulators import Simulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -40,14 +41,15 @@ def _banner(cloud: LocalCloud) -> str:
     return "\n".join(lines)
 
 
-def _simulated_services(config: CloudConfig) -> tuple[CloudConfig, list[Simulator]]:
-    """Simulated Translate, Macie and HealthLake (with one data store, which the stack's export workflow uses)."""
-    region, speedup = config.region, config.speedup
-    healthlake = HealthLakeSimulator(region, delay_seconds=120, speedup=speedup, file_count=3, records_per_file=20)
+def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig, list[Simulator]]:
+    """Simulated Translate, Macie and HealthLake (with one data store, which the stack's export workflow uses), on
+    the clock the cloud will run on."""
+    region = config.region
+    healthlake = HealthLakeSimulator(region, delay_seconds=120, clock=clock, file_count=3, records_per_file=20)
     parameters = {"HealthLakeDatastoreId": healthlake.create_datastore("callback-kit"), **config.parameters}
     simulated = [
-        TranslateSimulator(region, delay_seconds=120, speedup=speedup),
-        MacieSimulator(region, delay_seconds=180, speedup=speedup),
+        TranslateSimulator(region, delay_seconds=120, clock=clock),
+        MacieSimulator(region, delay_seconds=180, clock=clock),
         healthlake,
     ]
     return replace(config, parameters=parameters), simulated
@@ -61,8 +63,9 @@ def serve(config: CloudConfig) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    config, simulated = _simulated_services(replace(config, echo_function_logs=True))
-    cloud = LocalCloud(config)
+    clock = Clock(config.speedup)
+    config, simulated = _simulated_services(replace(config, echo_function_logs=True), clock)
+    cloud = LocalCloud(config, clock)
     route_logs(cloud.function_log)
     with cloud:
         for simulator in simulated:
@@ -83,9 +86,10 @@ def demo(config: CloudConfig) -> int:
     log_file = config.function_log or log_path(config.template, f"{config.stack_name}-demo")
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.write_text("")
-    config, simulated = _simulated_services(replace(config, function_log=log_file))
+    clock = Clock(config.speedup)
+    config, simulated = _simulated_services(replace(config, function_log=log_file), clock)
     route_logs(log_file)
-    with LocalCloud(config) as cloud:
+    with LocalCloud(config, clock) as cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
         print(_banner(cloud), flush=True)
@@ -99,8 +103,9 @@ def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     The response goes to stdout, the function's logs to stderr; a function error exits 1."""
     from localcloud.demo import route_logs
 
-    config, simulated = _simulated_services(config)
-    cloud = LocalCloud(config)
+    clock = Clock(config.speedup)
+    config, simulated = _simulated_services(config, clock)
+    cloud = LocalCloud(config, clock)
     route_logs(cloud.function_log)  # moto's warnings to the file; the function's own lines still echo on stderr
     with cloud:
         for simulator in simulated:

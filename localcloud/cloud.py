@@ -32,6 +32,7 @@ from werkzeug.serving import BaseWSGIServer, make_server
 
 from localcloud import events, patches, pollers, simulators
 from localcloud.build import build_dir, ensure_built
+from localcloud.clock import Clock
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
@@ -119,7 +120,7 @@ class _Dispatcher(DomainDispatcherApplication):
 
 
 class LocalCloud:
-    def __init__(self, config: CloudConfig) -> None:
+    def __init__(self, config: CloudConfig, clock: Clock | None = None) -> None:
         self.config = config
         self.function_log = config.function_log or log_path(config.template, config.stack_name)
         self._log_file: TextIO | None = None
@@ -130,6 +131,7 @@ class LocalCloud:
             build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
         )
         self.stack: Stack
+        self.clock = clock or Clock(config.speedup)  # the one clock: schedules, simulated jobs, Step Functions timers
         self.http: HttpApiServer | None = None
         self._mock = mock_aws(
             config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
@@ -146,7 +148,7 @@ class LocalCloud:
         }.items():
             os.environ.setdefault(name, value)
         self._mock.start()
-        self._patches = patches.offline_cloud(self.runtime, self._deliver, self.send_to)
+        self._patches = patches.offline_cloud(self.runtime, self._deliver, self.send_to, self.clock)
         self._patches.install()
         self.runtime.send_to_destination = self.send_to
 
@@ -175,7 +177,7 @@ class LocalCloud:
             self.http.start()
             self.stack.outputs = self._local_outputs()
 
-        self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, cfg.speedup)
+        self.scheduler = events.Scheduler(cfg.region, ACCOUNT_ID, self.clock)
         self._threads = [
             pollers.SqsPoller(self.runtime, cfg.region, ACCOUNT_ID),
             pollers.TtlSweeper(cfg.region, ACCOUNT_ID),

@@ -103,9 +103,9 @@ def _documents_run(cloud: LocalCloud, folder: str) -> dict[str, Any]:
 
 def documents_flow(cloud: LocalCloud) -> str:
     """Translate and classify three documents in parallel; tag them and their translations pii=true|false."""
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, speedup=speedup))
-    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, speedup=speedup))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, clock=cloud.clock))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, clock=cloud.clock))
     print("    simulated jobs: Translate 2 minutes, Macie 3 minutes (at the demo's speed-up)")
     described = _documents_run(cloud, "demo")
     bucket, s3 = cloud.stack.outputs["DocumentBucketName"], cloud.client("s3")
@@ -127,9 +127,9 @@ def documents_flow(cloud: LocalCloud) -> str:
 
 def lost_events_flow(cloud: LocalCloud) -> str:
     """Both jobs finish but their completion events are lost; the scheduled reconciler resumes the workflow."""
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, speedup=speedup, drop_events=True))
-    cloud.add_simulator(MacieSimulator(region, delay_seconds=60, speedup=speedup, drop_logs=True))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock, drop_events=True))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=60, clock=cloud.clock, drop_logs=True))
     print("    simulated jobs finish after 1 minute; Translate's event and Macie's log line are dropped")
     started = time.monotonic()
     described = _documents_run(cloud, "demo-lost")
@@ -245,9 +245,9 @@ class SignedClient:
 
 def api_flow(cloud: LocalCloud) -> str:
     """Submit a documents task over HTTP (SigV4), follow its status until the result is linked, fetch it."""
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, speedup=speedup))
-    cloud.add_simulator(MacieSimulator(region, delay_seconds=90, speedup=speedup))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=90, clock=cloud.clock))
     assert cloud.http is not None, "template.yaml declares no HTTP API"
     api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
     seed_documents(cloud, "demo-api/input/")

@@ -27,6 +27,7 @@ from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
 
+from localcloud.clock import Clock
 from localcloud.pollers import Periodic
 
 LOG = logging.getLogger("localcloud.events")
@@ -249,22 +250,17 @@ def _croniter_weekdays(field: str) -> str:
 
 
 class Scheduler(Periodic):
-    """Fires ENABLED scheduled rules on a virtual clock that runs `speedup` times faster than real time."""
+    """Fires ENABLED scheduled rules when they fall due on the offline cloud's clock."""
 
-    def __init__(self, region: str, account_id: str, speedup: float = 1.0, tick: float = 0.05) -> None:
+    def __init__(self, region: str, account_id: str, clock: Clock, tick: float = 0.05) -> None:
         super().__init__("localcloud-scheduler", tick, self.fire_due)
         self.region = region
         self.account_id = account_id
-        self.speedup = speedup
-        self._start_real = time.monotonic()
-        self._start_virtual = datetime.now(UTC)
+        self.clock = clock
         self._next: dict[str, datetime] = {}
 
-    def now(self) -> datetime:
-        return self._start_virtual + timedelta(seconds=(time.monotonic() - self._start_real) * self.speedup)
-
     def fire_due(self) -> None:
-        now = self.now()
+        now = self.clock.now()
         for bus in list(events_backends[self.account_id][self.region].event_buses.values()):
             for rule in list(bus.rules.values()):
                 if not rule.scheduled_expression or rule.state != "ENABLED":

@@ -22,11 +22,16 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.parser.asl.component.common.path import result_path
+from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
+from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
+from moto.stepfunctions.parser.asl.eval import environment
+from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
 from moto.stepfunctions.parser.asl.utils import json_path
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
@@ -35,6 +40,7 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
 from localcloud import dynamodb, events, logs, pollers, sfn
+from localcloud.clock import Clock
 from localcloud.lambdas import LambdaRuntime
 
 _MISSING = object()
@@ -123,6 +129,19 @@ def step_functions() -> list[Patch]:
     return [*STEP_FUNCTIONS, *shared]
 
 
+def step_function_timers(clock: Clock) -> list[Patch]:
+    """The interpreter's timed waits on `clock` (gap 19): a Wait state's Seconds, a task's TimeoutSeconds and
+    HeartbeatSeconds, a callback's wait and a Retry's interval, each an Event wait or a sleep of moto's."""
+    threading_on_clock, time_on_clock = clock.threading_module(), clock.time_module()
+    return [
+        Patch(environment, "threading", threading_on_clock, "gap 19"),  # the Wait state's program_state_event
+        Patch(wait_function, "time", time_on_clock, "gap 19"),  # how long a Wait state has waited
+        Patch(execute_state, "threading", threading_on_clock, "gap 19"),  # TimeoutSeconds
+        Patch(callback, "Event", clock.event_class, "gap 19"),  # callback and heartbeat waits
+        Patch(retrier_decl, "time", time_on_clock, "gap 19"),  # Retry intervals
+    ]
+
+
 def dynamodb_atomic() -> list[Patch]:
     return [Patch(DynamoDBBackend, name, dynamodb.serialised(name), "gap 14") for name in dynamodb.OPERATIONS]
 
@@ -134,13 +153,16 @@ def event_delivery(deliver: events.Deliver, send_to_dlq: Callable[[str, Any], No
     ]
 
 
-def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: Callable[[str, Any], None]) -> Patches:
+def offline_cloud(
+    runtime: LambdaRuntime, deliver: events.Deliver, send_to: Callable[[str, Any], None], clock: Clock
+) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
-    (`deliver`) and its dead-letter and destination sends (`send_to`)."""
+    (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
     return Patches(
         [
             *SPEED,
             *step_functions(),
+            *step_function_timers(clock),
             *dynamodb_atomic(),
             Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),
             Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),

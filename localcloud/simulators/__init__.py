@@ -14,7 +14,6 @@ import json
 import logging
 import re
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel, ServiceModel
 
+from localcloud.clock import Clock
 from localcloud.events import as_service
 
 LOG = logging.getLogger("localcloud.simulators")
@@ -50,26 +50,22 @@ class Simulator:
     service: ClassVar[str]
     outcomes: ClassVar[tuple[str, ...]]
 
-    def __init__(self, region: str, delay_seconds: float, speedup: float, outcome: str) -> None:
+    def __init__(self, region: str, delay_seconds: float, clock: Clock | None, outcome: str) -> None:
         if outcome not in self.outcomes:
             raise ValueError(f"outcome must be one of {self.outcomes}, not {outcome!r}")
         self.region = region
         self.delay_seconds = delay_seconds
-        self.speedup = speedup
+        self.clock = clock or Clock()  # the offline cloud's (LocalCloud.clock), or real time
         self.outcome = outcome
         self.jobs: dict[str, Any] = {}  # subclasses declare their job type
         self._by_token: dict[str, str] = {}
         self._lock = threading.RLock()
-        self._timers: list[threading.Timer] = []
+        self._timers: list[threading.Thread] = []
         self._clients: dict[str, Any] = {}
         self._base_lock = threading.Lock()  # guards the clients and the timers (`_lock` guards the jobs)
-        self._start_real, self._start_virtual = time.monotonic(), datetime.now(UTC)
 
     def now(self) -> datetime:
-        """The simulated clock: starts at the wall-clock time of construction and runs `speedup` times faster."""
-        return datetime.fromtimestamp(
-            self._start_virtual.timestamp() + (time.monotonic() - self._start_real) * self.speedup, UTC
-        )
+        return self.clock.now()
 
     def client(self, service: str) -> Any:
         """The simulator's boto3 client of `service`, made once under a lock: simulators work on timer threads, and
@@ -82,7 +78,7 @@ class Simulator:
             return self._clients[service]
 
     def later(self, seconds: float, action: Callable[[], None]) -> None:
-        """Run `action` after `seconds` of simulated time."""
+        """Run `action` after `seconds` on the clock."""
 
         def run() -> None:
             try:
@@ -91,18 +87,15 @@ class Simulator:
                 LOG.exception("simulated %s job step failed", self.service)
                 raise
 
-        timer = threading.Timer(seconds / self.speedup, run)
-        timer.daemon = True
         with self._base_lock:
-            self._timers = [t for t in self._timers if t.is_alive()] + [timer]
-        timer.start()
+            self._timers = [t for t in self._timers if t.is_alive()] + [self.clock.call_later(seconds, run)]
 
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
         with self._base_lock:
             timers = list(self._timers)
         for timer in timers:
-            timer.cancel()
+            timer.cancelled.set()  # type: ignore[attr-defined]
         for timer in timers:
             if timer.is_alive() and timer is not threading.current_thread():
                 timer.join(timeout=5)

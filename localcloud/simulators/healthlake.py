@@ -1,6 +1,6 @@
 """Simulated AWS HealthLake: FHIR data stores, their SigV4-signed FHIR endpoint and FHIR bulk-data exports.
 
-    simulator = HealthLakeSimulator("us-east-1", delay_seconds=60, speedup=60)
+    simulator = HealthLakeSimulator("us-east-1", delay_seconds=60, clock=Clock(speedup=60))
     register(simulator)
     datastore_id = simulator.create_datastore()
 
@@ -48,7 +48,7 @@ days before the data store was created. `add_resources(datastore_id, resources)`
 
 Knobs (constructor arguments):
     delay_seconds: simulated seconds from kick-off to the terminal status (default 1.0).
-    speedup: how much faster than real time the simulated clock runs (default 1.0).
+    clock: the offline cloud's clock (localcloud.clock), which delays and timestamps follow (default: real time).
     outcome: terminal status of every job: "COMPLETED" (default), "COMPLETED_WITH_ERRORS" (the resources of the
         resource type that sorts last, or the last resource if only one type is exported, fail: they are listed as
         OperationOutcome lines in `{job folder}/OperationOutcome/OperationOutcome-{token}-1-0.ndjson` and in
@@ -91,6 +91,7 @@ from urllib.parse import parse_qsl, unquote
 import boto3
 from botocore.exceptions import ClientError
 
+from localcloud.clock import Clock
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
@@ -300,7 +301,7 @@ class HealthLakeSimulator(Simulator):
         self,
         region: str,
         delay_seconds: float = 1.0,
-        speedup: float = 1.0,
+        clock: Clock | None = None,
         *,
         outcome: str = "COMPLETED",
         file_count: int = 2,
@@ -309,7 +310,7 @@ class HealthLakeSimulator(Simulator):
         one_running_export: bool = True,
         credentials: Iterable[Credential] = (),
     ) -> None:
-        super().__init__(region, delay_seconds, speedup, outcome)
+        super().__init__(region, delay_seconds, clock, outcome)
         if not 0 <= file_count <= len(SEED_TYPES):
             raise ValueError(f"file_count must be between 0 and {len(SEED_TYPES)}")
         if records_per_file < 1:

@@ -1,6 +1,6 @@
 """Simulated Amazon Macie sensitive data discovery jobs (CreateClassificationJob and friends), which moto lacks.
 
-    register(MacieSimulator("us-east-1", delay_seconds=60, speedup=60))
+    register(MacieSimulator("us-east-1", delay_seconds=60, clock=Clock(speedup=60)))
 
 From then on, boto3 `macie2` clients in this process are answered here for the operations below, in botocore's
 request/response shapes (macie2 is a rest-json service; its timestamps travel as ISO-8601 strings, which botocore
@@ -62,7 +62,7 @@ subscribed Lambdas; each terminal copy is its own PutLogEvents call (its own sub
 
 Knobs (constructor arguments):
     delay_seconds: simulated seconds from CreateClassificationJob to the end of the job (default 1.0).
-    speedup: how much faster than real time the simulated clock runs (default 1.0).
+    clock: the offline cloud's clock (localcloud.clock), which delays and timestamps follow (default: real time).
     outcome: how every job ends, one of OUTCOMES:
         "JOB_COMPLETED" (default): the job analyses its objects, jobStatus COMPLETE, lastRunErrorStatus NONE.
         "JOB_CANCELLED": the job ends CANCELLED without findings (as if someone cancelled it), logs JOB_CANCELLED.
@@ -109,6 +109,7 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.clock import Clock
 from localcloud.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 from localcloud.simulators import ServiceError, Simulator
 
@@ -265,13 +266,13 @@ class MacieSimulator(Simulator):
         self,
         region: str,
         delay_seconds: float = 1.0,
-        speedup: float = 1.0,
+        clock: Clock | None = None,
         *,
         outcome: str = "JOB_COMPLETED",
         log_copies: int = 1,
         drop_logs: bool = False,
     ) -> None:
-        super().__init__(region, delay_seconds, speedup, outcome)
+        super().__init__(region, delay_seconds, clock, outcome)
         if log_copies < 1:
             raise ValueError("log_copies must be at least 1 (use drop_logs=True for no terminal log line)")
         self.log_copies, self.drop_logs = log_copies, drop_logs

@@ -1,6 +1,6 @@
 """Simulated Amazon Translate batch translation (StartTextTranslationJob and friends), which moto lacks.
 
-    register(TranslateSimulator("us-east-1", delay_seconds=60, speedup=60))
+    register(TranslateSimulator("us-east-1", delay_seconds=60, clock=Clock(speedup=60)))
 
 From then on, boto3 `translate` clients in this process are answered here, in botocore's request/response shapes.
 A job goes SUBMITTED -> IN_PROGRESS (after half of `delay_seconds`) -> terminal (after `delay_seconds`), all in
@@ -16,7 +16,7 @@ STOPPED jobs).
 
 Knobs (constructor arguments):
     delay_seconds: simulated seconds from StartTextTranslationJob to the terminal status (default 1.0).
-    speedup: how much faster than real time the simulated clock runs (default 1.0).
+    clock: the offline cloud's clock (localcloud.clock), which delays and timestamps follow (default: real time).
     outcome: terminal status of every job: "COMPLETED" (default), "COMPLETED_WITH_ERROR" (the first input document
         fails, the others are translated) or "FAILED" (nothing is written).
     event_copies: how many times the terminal event is delivered (default 1; >1 simulates duplicate delivery).
@@ -38,6 +38,7 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.clock import Clock
 from localcloud.shapes import (
     TRANSLATE_REQUEST_FIELDS,
     text_translation_job,
@@ -111,13 +112,13 @@ class TranslateSimulator(Simulator):
         self,
         region: str,
         delay_seconds: float = 1.0,
-        speedup: float = 1.0,
+        clock: Clock | None = None,
         *,
         outcome: str = "COMPLETED",
         event_copies: int = 1,
         drop_events: bool = False,
     ) -> None:
-        super().__init__(region, delay_seconds, speedup, outcome)
+        super().__init__(region, delay_seconds, clock, outcome)
         if event_copies < 1:
             raise ValueError("event_copies must be at least 1 (use drop_events=True for no event)")
         self.event_copies, self.drop_events = event_copies, drop_events

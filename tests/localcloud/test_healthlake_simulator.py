@@ -21,6 +21,7 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from localcloud.clock import Clock
 from localcloud.httpapi import Credential
 from localcloud.simulators import register
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -47,7 +48,7 @@ def simulate(aws: None) -> Callable[..., HealthLakeSimulator]:
     """Register a HealthLakeSimulator with the given knobs (stopped by unregister_all)."""
 
     def make(**knobs: Any) -> HealthLakeSimulator:
-        simulator = HealthLakeSimulator(REGION, **{"delay_seconds": DELAY, "speedup": SPEEDUP, **knobs})
+        simulator = HealthLakeSimulator(REGION, **{"delay_seconds": DELAY, "clock": Clock(SPEEDUP), **knobs})
         register(simulator)
         return simulator
 
@@ -196,7 +197,7 @@ def test_data_stores_are_active_at_once_and_describe_their_fhir_endpoint(simulat
 
 def test_signed_kick_off_starts_a_job_that_writes_healthlake_style_ndjson(simulate: Any) -> None:
     # Given the default seed (Patient and Observation, 5 each, last updated 5..1 days ago), slow enough to watch
-    simulator = simulate(speedup=5.0)  # IN_PROGRESS at 0.2 s, terminal at 0.4 s
+    simulator = simulate(clock=Clock(5.0))  # IN_PROGRESS at 0.2 s, terminal at 0.4 s
     datastore_id = simulator.create_datastore()
     endpoint = endpoint_of(datastore_id)
     since = simulator.now() - timedelta(days=2, hours=12)
@@ -601,7 +602,7 @@ def test_stuck_job_stays_in_progress(simulate: Any) -> None:
 
 def test_one_running_export_refuses_a_second_until_the_first_ends(simulate: Any) -> None:
     # Given a running export (a slow clock keeps it running)
-    simulator = simulate(speedup=2.0)  # terminal after 1 s
+    simulator = simulate(clock=Clock(2.0))  # terminal after 1 s
     datastore_id = simulator.create_datastore()
     endpoint = endpoint_of(datastore_id)
     first = started(endpoint)

@@ -17,6 +17,7 @@ import pytest
 from moto.awslambda.models import LambdaBackend
 
 from localcloud import logs as cloud_logs
+from localcloud.clock import Clock
 from localcloud.simulators import register
 from localcloud.simulators.macie import LOG_GROUP, MacieSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for
@@ -41,7 +42,7 @@ def simulate(aws: None) -> Callable[..., Any]:
     """Register a MacieSimulator with the given knobs and return a `macie2` client answered by it."""
 
     def make(**knobs: Any) -> Any:
-        register(MacieSimulator(REGION, **{"delay_seconds": DELAY, "speedup": SPEEDUP, **knobs}))
+        register(MacieSimulator(REGION, **{"delay_seconds": DELAY, "clock": Clock(SPEEDUP), **knobs}))
         return client("macie2")
 
     return make

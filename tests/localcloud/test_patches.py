@@ -11,6 +11,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 
 from localcloud import patches
+from localcloud.clock import Clock
 from localcloud.lambdas import LambdaRuntime
 
 
@@ -22,7 +23,7 @@ def _attributes(installed: patches.Patches) -> dict[tuple[int, str], Any]:
 @pytest.fixture
 def offline_patches(tmp_path: Any) -> patches.Patches:
     runtime = LambdaRuntime(tmp_path, "us-east-1")
-    return patches.offline_cloud(runtime, lambda arn, payload: None, lambda arn, payload: None)
+    return patches.offline_cloud(runtime, lambda arn, payload: None, lambda arn, payload: None, Clock())
 
 
 def test_every_patch_cites_a_gap_of_the_catalogue_or_speed(offline_patches: patches.Patches) -> None:

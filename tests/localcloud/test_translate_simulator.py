@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from localcloud.clock import Clock
 from localcloud.simulators import register
 from localcloud.simulators.translate import TranslateSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, received, wait_for
@@ -31,7 +32,7 @@ def simulate(aws: None) -> Callable[..., Any]:
     """Register a TranslateSimulator with the given knobs and return a `translate` client answered by it."""
 
     def make(**knobs: Any) -> Any:
-        register(TranslateSimulator(REGION, **{"delay_seconds": DELAY, "speedup": SPEEDUP, **knobs}))
+        register(TranslateSimulator(REGION, **{"delay_seconds": DELAY, "clock": Clock(SPEEDUP), **knobs}))
         return client("translate")
 
     return make
@@ -83,7 +84,7 @@ def output_keys() -> list[str]:
 
 def test_job_moves_through_its_statuses_and_writes_translate_style_outputs(simulate: Any) -> None:
     # Given two documents under the input prefix and a simulator slow enough to watch (IN_PROGRESS at 0.2 s)
-    translate = simulate(speedup=5.0)
+    translate = simulate(clock=Clock(5.0))
     put_inputs(a="hello", b="world")
 
     # When a job is started

@@ -17,6 +17,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from localcloud import patches
+from localcloud.clock import ManualClock
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit import support
@@ -101,6 +102,15 @@ def aws(deployed: tuple[Deployed, Workflows], monkeypatch: pytest.MonkeyPatch) -
         account.clear()
         cold_start()
         importlib.import_module("shared.observability").metrics.clear_metrics()
+
+
+@pytest.fixture
+def clock(aws: Aws) -> Iterator[ManualClock]:
+    """The Step Functions timers (TimeoutSeconds, HeartbeatSeconds, Wait) on a clock the test moves with
+    `clock.advance(seconds)`, for executions started during the test."""
+    manual = ManualClock()
+    with patches.Patches(patches.step_function_timers(manual)):
+        yield manual
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ import pytest
 from botocore.stub import Stubber
 from pydantic import ValidationError
 
+from localcloud.clock import ManualClock
 from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
 from tests.unit.payloads import translate_job
 from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
@@ -282,14 +283,15 @@ def test_the_same_completion_three_times_resumes_the_workflow_once(
 
 @pytest.mark.parametrize("closed_by", ["StopExecution", "task timeout"])
 def test_a_completion_for_a_task_that_is_already_closed_is_acknowledged(
-    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, closed_by: str
+    aws: Aws, clock: ManualClock, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, closed_by: str
 ) -> None:
-    # Given a registered task that was stopped, or timed out, before the job finished
-    task = waiting_task(timeout_seconds=1) if closed_by == "task timeout" else waiting_task()
+    # Given a registered task that was stopped, or timed out (after its hour), before the job finished
+    task = waiting_task(timeout_seconds=3600)
     register(task.token)
     if closed_by == "StopExecution":
         task.stop()
     else:
+        clock.advance(3600)
         assert task.wait_until_closed()["status"] == "FAILED"  # States.Timeout
 
     # When the job's completion arrives

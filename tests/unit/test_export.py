@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
 from tests.unit.support import ACCOUNT, REGION, WAIT_S, ClientSpy, ExportAccount, asl_states, invoke
@@ -338,12 +339,14 @@ def test_a_check_for_a_task_that_timed_out_stops_checking(
     healthlake: Callable[..., HealthLakeSimulator],
     waiting_task: Callable[..., WaitingTask],
     sfn_spy: ClientSpy,
+    clock: ManualClock,
 ) -> None:
-    # Given an export still running for a workflow whose task has timed out
+    # Given an export still running for a workflow whose task has timed out (its hour has passed)
     simulator = healthlake(outcome="STUCK", delay_seconds=0.1)
-    task = waiting_task(timeout_seconds=2, heartbeat_seconds=1)
+    task = waiting_task(timeout_seconds=3600, heartbeat_seconds=600)
     job_id = started(export_account, task.token)
     wait_for_job(simulator, job_id, "IN_PROGRESS")
+    clock.advance(3600)
     closed = task.wait_until_closed()
     assert (closed["status"], closed["error"]) == ("FAILED", "States.Timeout")
     export_account.sqs.calls.clear()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.clock import Clock
 from localcloud.cloud import DEFAULT_CREDENTIAL, CloudConfig, LocalCloud
 from localcloud.httpapi import Credential
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -20,16 +21,18 @@ OTHER_CALLER = Credential(
     account_id="123456789012",
 )
 SPEEDUP = 60  # one simulated minute per real second
-TASK_TIMEOUT_SECONDS = 8  # short, so the late-event case times out quickly
+CLOCK = Clock(SPEEDUP)  # the session cloud's one clock (its simulated HealthLake is made before the cloud)
+# Durations are on the cloud's clock (Step Functions timers included): SPEEDUP simulated seconds per real second.
+TASK_TIMEOUT_SECONDS = 8 * SPEEDUP  # short, so the late-event case times out quickly
 PARAMETERS = {
     "TaskTimeoutSeconds": str(TASK_TIMEOUT_SECONDS),
-    "HeartbeatSeconds": "4",  # the reconciler (every simulated minute = 1 s here) must keep waiting tasks alive
+    "HeartbeatSeconds": str(4 * SPEEDUP),  # the reconciler (every simulated minute) must keep waiting tasks alive
     "ReconcileSchedule": "rate(1 minute)",
     "ReconcileAfterSeconds": "0",
     "ExportSchedule": "rate(1 day)",  # tests start exports themselves
-    "ExportRecheckDelaySeconds": "1",
-    "ExportHeartbeatSeconds": "8",  # > the re-check delay, with room for a loaded 2-core machine
-    "ExportTimeoutSeconds": "15",  # a stuck export fails quickly
+    "ExportRecheckDelaySeconds": "1",  # an SQS DelaySeconds: real time
+    "ExportHeartbeatSeconds": str(8 * SPEEDUP),  # > the re-check delay, with room for a loaded 2-core machine
+    "ExportTimeoutSeconds": str(15 * SPEEDUP),  # a stuck export fails quickly
     "LogLevel": "WARNING",
 }
 
@@ -39,7 +42,7 @@ def healthlake() -> Iterator[HealthLakeSimulator]:
     """One simulated HealthLake with one data store for the whole session (the stack is deployed against it);
     exports finish after a simulated minute. Tests steer single jobs through their JobName (the execution name):
     `fail-`, `partial-`, `stuck-`."""
-    simulator = HealthLakeSimulator(REGION, delay_seconds=60, speedup=SPEEDUP, file_count=3, records_per_file=4)
+    simulator = HealthLakeSimulator(REGION, delay_seconds=60, clock=CLOCK, file_count=3, records_per_file=4)
     yield simulator
     simulator.stop()
 
@@ -57,6 +60,6 @@ def cloud(healthlake: HealthLakeSimulator) -> Iterator[LocalCloud]:
         async_retry_delay_seconds=0.1,
         credentials=[DEFAULT_CREDENTIAL, OTHER_CALLER],  # two identities: tasks are scoped to their owner
     )
-    with LocalCloud(config) as running:
+    with LocalCloud(config, CLOCK) as running:
         running.add_simulator(healthlake)
         yield running

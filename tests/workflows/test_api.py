@@ -36,9 +36,9 @@ def other(cloud: LocalCloud) -> SignedClient:
 
 
 def simulate(cloud: LocalCloud, translate: dict[str, Any] | None = None, macie: dict[str, Any] | None = None) -> None:
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(translate or {})}))
-    cloud.add_simulator(MacieSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(macie or {})}))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, clock=cloud.clock, **{"delay_seconds": 60, **(translate or {})}))
+    cloud.add_simulator(MacieSimulator(region, clock=cloud.clock, **{"delay_seconds": 60, **(macie or {})}))
 
 
 def documents_task(cloud: LocalCloud, documents: dict[str, str] | None = None) -> dict[str, Any]:

@@ -57,9 +57,9 @@ class Run:
 
 def simulate(cloud: LocalCloud, translate: dict[str, Any] | None = None, macie: dict[str, Any] | None = None) -> None:
     """Fresh simulated Translate and Macie for this test (each finishes after one simulated minute by default)."""
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(translate or {})}))
-    cloud.add_simulator(MacieSimulator(region, speedup=speedup, **{"delay_seconds": 60, **(macie or {})}))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, clock=cloud.clock, **{"delay_seconds": 60, **(translate or {})}))
+    cloud.add_simulator(MacieSimulator(region, clock=cloud.clock, **{"delay_seconds": 60, **(macie or {})}))
 
 
 def history(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
@@ -206,7 +206,7 @@ def test_lost_events_are_recovered_by_the_reconciler(cloud: LocalCloud) -> None:
 def test_long_running_job_is_kept_alive_by_heartbeats(cloud: LocalCloud) -> None:
     # Given a translation that takes longer than HeartbeatSeconds (but less than the task timeout)
     heartbeat = int(PARAMETERS["HeartbeatSeconds"])
-    simulate(cloud, translate={"delay_seconds": (heartbeat + 2) * cloud.config.speedup})
+    simulate(cloud, translate={"delay_seconds": heartbeat + 2 * cloud.config.speedup})
     described = Run(cloud).run()
     # Then the reconciler's heartbeats keep the waiting task alive until the job's event resumes it
     assert described["status"] == "SUCCEEDED", described
@@ -214,8 +214,8 @@ def test_long_running_job_is_kept_alive_by_heartbeats(cloud: LocalCloud) -> None
 
 def test_event_after_the_task_timed_out_is_acknowledged(cloud: LocalCloud) -> None:
     # Given a translation that outlasts the waiting task's timeout
-    late = TASK_TIMEOUT_SECONDS + 2
-    simulate(cloud, translate={"delay_seconds": late * cloud.config.speedup})
+    late = TASK_TIMEOUT_SECONDS + 2 * cloud.config.speedup
+    simulate(cloud, translate={"delay_seconds": late})
     run = Run(cloud)
     started = time.monotonic()
     described = run.run()
@@ -223,6 +223,6 @@ def test_event_after_the_task_timed_out_is_acknowledged(cloud: LocalCloud) -> No
     assert described["status"] == "FAILED"
     assert described["error"] == "Translate.Timeout"
     # And when the job's event finally arrives, it is acknowledged: nothing fails, nothing is dead-lettered
-    time.sleep(max(0.0, late + 1 - (time.monotonic() - started)))
+    time.sleep(max(0.0, late / cloud.config.speedup + 1 - (time.monotonic() - started)))
     assert dead_letters(cloud, *job_ids(cloud, described["executionArn"])) == []
     assert history(cloud, described["executionArn"])[-1]["type"] == "ExecutionFailed"

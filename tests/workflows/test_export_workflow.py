@@ -196,7 +196,7 @@ def test_a_failed_export_fails_the_run_and_keeps_last_run_time(cloud: LocalCloud
 
 
 def test_a_stuck_export_times_out_into_a_failed_run(cloud: LocalCloud, healthlake: HealthLakeSimulator) -> None:
-    # Given an export that never leaves IN_PROGRESS (ExportTimeoutSeconds is 15 s here)
+    # Given an export that never leaves IN_PROGRESS (ExportTimeoutSeconds is 15 real seconds here)
     name = f"stuck-{uuid.uuid4()}"
     try:
         described = wait_for_execution(cloud, start(cloud, name=name), timeout=40, show=False)

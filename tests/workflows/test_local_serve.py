@@ -61,9 +61,9 @@ def served(cloud: LocalCloud) -> LocalCloud:
     """The offline cloud as `serve` prepares it: the sample documents seeded, Translate and Macie simulated with
     serve's job durations (2 and 3 simulated minutes)."""
     seed_documents(cloud)
-    region, speedup = cloud.config.region, cloud.config.speedup
-    cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, speedup=speedup))
-    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, speedup=speedup))
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, clock=cloud.clock))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, clock=cloud.clock))
     return cloud
 
 
