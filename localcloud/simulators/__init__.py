@@ -90,6 +90,17 @@ class Simulator:
         with self._base_lock:
             self._timers = [t for t in self._timers if t.is_alive()] + [self.clock.call_later(seconds, run)]
 
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait until every job step scheduled so far has run: the positive signal that a job which has ended will
+        emit or write nothing more (a step not yet due on the clock is waited for, up to `timeout` real seconds)."""
+        with self._base_lock:
+            timers = list(self._timers)
+        for timer in timers:
+            if timer is not threading.current_thread():
+                timer.join(timeout)
+                if timer.is_alive():
+                    raise TimeoutError(f"a simulated {self.service} job step is still pending after {timeout} s")
+
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
         with self._base_lock:
@@ -270,6 +281,12 @@ def _install() -> None:
 def active(service: str) -> Simulator | None:
     """The simulator currently answering `service` (botocore's name, e.g. "healthlake"), if any."""
     return next((simulator for simulator, _ in _active.values() if simulator.service == service), None)
+
+
+def settle_all(timeout: float = 10.0) -> None:
+    """`Simulator.settle` for every registered simulator."""
+    for simulator, _ in list(_active.values()):
+        simulator.settle(timeout)
 
 
 def unregister_all() -> None:

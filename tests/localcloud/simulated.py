@@ -14,7 +14,7 @@ import boto3
 from moto import mock_aws
 
 from localcloud.deploy import ACCOUNT_ID
-from localcloud.simulators import unregister_all
+from localcloud.simulators import settle_all, unregister_all
 
 REGION = "us-east-1"
 ACCOUNT = ACCOUNT_ID
@@ -75,7 +75,7 @@ def received(url: str) -> list[dict[str, Any]]:
 
 
 def collect(url: str, count: int) -> list[dict[str, Any]]:
-    """Wait until `count` events arrived, then a little longer to catch any surplus."""
+    """Wait until `count` events arrived, then until every simulated job step has run, to catch any surplus."""
     got: list[dict[str, Any]] = []
 
     def enough() -> bool:
@@ -83,5 +83,5 @@ def collect(url: str, count: int) -> list[dict[str, Any]]:
         return len(got) >= count
 
     wait_for(enough, what=f"{count} events")
-    time.sleep(0.05)
+    settle_all()
     return got + received(url)

@@ -7,7 +7,6 @@ import gzip
 import io
 import json
 import re
-import time
 import zipfile
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -18,7 +17,7 @@ from moto.awslambda.models import LambdaBackend
 
 from localcloud import logs as cloud_logs
 from localcloud.clock import Clock
-from localcloud.simulators import register
+from localcloud.simulators import register, settle_all
 from localcloud.simulators.macie import LOG_GROUP, MacieSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for
 from tests.localcloud.simulated import event_queue as queue_for
@@ -90,9 +89,9 @@ def event_types(job_id: str) -> list[str]:
 
 
 def logged(job_id: str, count: int) -> list[str]:
-    """Wait until the job's log holds `count` events, then a little longer to catch any surplus."""
+    """Wait until the job's log holds `count` events, then until its every step has run, to catch any surplus."""
     wait_for(lambda: len(event_types(job_id)) >= count, what=f"{count} log events for job {job_id}")
-    time.sleep(0.1)
+    settle_all()
     return event_types(job_id)
 
 
@@ -439,7 +438,7 @@ def test_update_cancels_a_running_job(simulate: Any) -> None:
 
     # Then it is CANCELLED at once and stays so past its end: JOB_CANCELLED logged, no findings, no completion
     assert describe(macie, job_id)["jobStatus"] == "CANCELLED"
-    time.sleep(DELAY / SPEEDUP + 0.2)
+    settle_all()  # the job's end has come and gone
     assert describe(macie, job_id)["jobStatus"] == "CANCELLED"
     assert event_types(job_id) == [*CREATION_EVENTS, "JOB_CANCELLED"]
     assert job_log(job_id)[-1]["operation"] == "UpdateClassificationJob"
@@ -474,7 +473,7 @@ def test_drop_logs_completes_the_job_without_a_terminal_log_line(simulate: Any) 
     # Then DescribeClassificationJob says COMPLETE and the finding exists, but the log never says so
     assert finished(macie, job_id)["jobStatus"] == "COMPLETE"
     assert len(findings_of(macie, job_id)) == 1
-    time.sleep(0.2)
+    settle_all()  # the job's last step has run: whatever it would log is in the log by now
     assert event_types(job_id) == CREATION_EVENTS
 
 
@@ -499,7 +498,7 @@ def test_a_subscribed_lambda_receives_the_filtered_terminal_events(simulate: Any
 
     # Then the function gets one awslogs batch from the job's stream with the error and JOB_COMPLETED only
     wait_for(lambda: delivered, what="the subscription delivery")
-    time.sleep(0.1)
+    settle_all()  # the job's every step has run: any other delivery has been made
     [(arn, payload)] = delivered
     data = json.loads(gzip.decompress(base64.b64decode(payload["awslogs"]["data"])))
     assert arn == function_arn and (data["logGroup"], data["logStream"]) == (LOG_GROUP, job_id)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from localcloud.clock import Clock
-from localcloud.simulators import register
+from localcloud.simulators import register, settle_all
 from localcloud.simulators.translate import TranslateSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, received, wait_for
 from tests.localcloud.simulated import event_queue as queue_for
@@ -229,7 +228,7 @@ def test_drop_events_completes_the_job_silently(simulate: Any) -> None:
 
     # Then DescribeTextTranslationJob says COMPLETED but no event ever arrives
     assert terminal(translate, job_id)["JobStatus"] == "COMPLETED"
-    time.sleep(0.2)
+    settle_all()  # the job's last step has run: whatever it would emit is on the queue by now
     assert received(queue) == []
 
 

@@ -19,9 +19,10 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
+from localcloud.clock import ManualClock
 from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
 from tests.unit.support import EVENTS, Aws, ClientSpy, backdate_registration, invoke
-from tests.unit.waiting import WaitingTask
+from tests.unit.waiting import WaitingTask, wait_until
 
 SCHEDULE = json.loads((EVENTS / "reconcile_jobs.schedule.json").read_text())
 HEARTBEAT_SECONDS = 600  # long enough not to matter, except in the tests that are about it
@@ -216,47 +217,44 @@ def test_a_running_job_gets_a_heartbeat_and_its_task_keeps_waiting(
 
 
 def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_runs(
-    aws: Aws, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber]
+    aws: Aws, clock: ManualClock, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a workflow waiting, with HeartbeatSeconds 1, for a translation job that keeps running
-    task = waiting_for(TRANSLATE, heartbeat_seconds=1)
+    # Given a workflow waiting, with HeartbeatSeconds 60, for a translation job that keeps running
+    task = waiting_for(TRANSLATE, heartbeat_seconds=60, timeout_seconds=3600)
 
-    # When the reconciler runs several times a second for longer than that
-    started = time.monotonic()
-    while time.monotonic() - started < 2.5:
+    # When the reconciler runs every 30 seconds for five minutes
+    for _ in range(10):
         answer(stubbed, TRANSLATE, translate_job(TRANSLATE.job_id, "IN_PROGRESS"))
         assert reconcile()["HEARTBEAT"] == 1
-        time.sleep(0.3)
+        clock.advance(30)
 
-    # Then the task is still waiting
+    # Then the task is still waiting: its heartbeat timer has seen the last minute and waits on
+    wait_until(lambda: clock.waiting_at(clock.now()))
     assert task.status() == "RUNNING"
 
 
 def test_a_task_whose_job_cannot_be_confirmed_times_out_on_its_heartbeat(
-    aws: Aws, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber]
+    aws: Aws, clock: ManualClock, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a workflow waiting, with HeartbeatSeconds 1, for a translation job its API cannot find
-    task = waiting_for(TRANSLATE, heartbeat_seconds=1)
+    # Given a workflow waiting, with HeartbeatSeconds 60 and TimeoutSeconds an hour, for a job its API cannot find
+    task = waiting_for(TRANSLATE, heartbeat_seconds=60, timeout_seconds=3600)
 
-    # When the reconciler runs several times a second
-    started = time.monotonic()
-    while task.status() == "RUNNING" and time.monotonic() - started < 5:
-        stubbed("translate").add_client_error(
-            "describe_text_translation_job",
-            "ResourceNotFoundException",
-            "Job not found",
-            400,
-            expected_params=TRANSLATE.params,
-        )
-        assert reconcile()["UNCONFIRMED"] == 1
-        time.sleep(0.3)
+    # When the reconciler cannot confirm the job, and a minute passes without a heartbeat
+    stubbed("translate").add_client_error(
+        "describe_text_translation_job",
+        "ResourceNotFoundException",
+        "Job not found",
+        400,
+        expected_params=TRANSLATE.params,
+    )
+    assert reconcile()["UNCONFIRMED"] == 1
+    clock.advance(61)
 
-    # Then the task fails with its heartbeat timeout instead of waiting out its whole timeout (moto names it
-    # States.Timeout, AWS States.HeartbeatTimeout: offline-cloud.md gap 2; the workflows catch both)
+    # Then the task fails with its heartbeat timeout (moto names it States.Timeout, AWS States.HeartbeatTimeout:
+    # offline-cloud.md gap 2; the workflows catch both)
     execution = task.wait_until_closed()
     assert execution["status"] == "FAILED"
     assert execution["error"] in {"States.HeartbeatTimeout", "States.Timeout"}
-    assert time.monotonic() - started < 5
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,15 @@ from tests.unit.support import ACCOUNT, REGION, STACK, WAIT_S
 
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/{STACK}-workflow"
 POLL_S = 0.01
+
+
+def wait_until(check: Callable[[], Any], what: str = "the signal") -> Any:
+    """Poll `check` until it gives something truthy (a positive signal), within WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"no {what} within {WAIT_S} s"
+        time.sleep(POLL_S)
+    return found
 
 
 @dataclass

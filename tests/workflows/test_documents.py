@@ -5,12 +5,12 @@ resumed by its completion (Translate's event; Macie's job log relayed by the shi
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
 from localcloud.cloud import LocalCloud
 from localcloud.demo import wait_for_execution
+from localcloud.simulators import settle_all
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import PARAMETERS, TASK_TIMEOUT_SECONDS
@@ -217,12 +217,11 @@ def test_event_after_the_task_timed_out_is_acknowledged(cloud: LocalCloud) -> No
     late = TASK_TIMEOUT_SECONDS + 2 * cloud.config.speedup
     simulate(cloud, translate={"delay_seconds": late})
     run = Run(cloud)
-    started = time.monotonic()
     described = run.run()
     # Then the workflow fails with the named timeout instead of hanging
     assert described["status"] == "FAILED"
     assert described["error"] == "Translate.Timeout"
     # And when the job's event finally arrives, it is acknowledged: nothing fails, nothing is dead-lettered
-    time.sleep(max(0.0, late / cloud.config.speedup + 1 - (time.monotonic() - started)))
+    settle_all()  # the late job has ended and its event is out (dead_letters then waits for its delivery)
     assert dead_letters(cloud, *job_ids(cloud, described["executionArn"])) == []
     assert history(cloud, described["executionArn"])[-1]["type"] == "ExecutionFailed"
