@@ -1,0 +1,1 @@
+"""The unit tests: one package, so that its fixtures of package scope (template.yaml deployed on moto) end with it."""
