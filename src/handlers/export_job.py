@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.export.healthlake import begin_export, check_export
 from shared.export.messages import Check, Start
-from shared.observability import logger, metrics, token_ref, tracer
+from shared.observability import instrumented, logger, token_ref
 from shared.settings import export_settings
 
 processor = BatchProcessor(event_type=EventType.SQS)
@@ -33,8 +33,6 @@ def record_handler(record: SQSRecord) -> None:
         logger.info("export checked", extra={"jobId": check.job_id, "result": done})
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     return process_partial_response(event=event, record_handler=record_handler, processor=processor, context=context)

@@ -11,12 +11,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.callback.adapters import macie_log_entry
 from shared.eventbus import put_events
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 @event_source(data_class=CloudWatchLogsEvent)
 def handler(event: CloudWatchLogsEvent, context: LambdaContext) -> dict[str, Any]:
     logs = event.parse_logs_data()

@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from shared.export.fanout import publish_records
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 from shared.settings import export_settings
 
 
@@ -16,9 +16,7 @@ class ExportedFile(BaseModel):
     key: str = Field(min_length=1)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     item = ExportedFile.model_validate(event)
     settings = export_settings()

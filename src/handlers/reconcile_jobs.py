@@ -7,7 +7,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.callback.reconcile import Reconciler
 from shared.callback.service import callbacks
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented
 from shared.settings import callback_settings
 
 
@@ -16,8 +16,6 @@ def reconciler() -> Reconciler:
     return Reconciler(callbacks(), callback_settings().reconcile_after_seconds)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     return reconciler().run()

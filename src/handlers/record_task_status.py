@@ -8,13 +8,11 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented
 from shared.tasks.recorder import StatusChange, task_recorder
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     change = StatusChange.model_validate(event["detail"])
     recorded = task_recorder().record_end(change)

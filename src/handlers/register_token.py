@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.callback.service import callbacks
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented
 
 
 class Registration(BaseModel):
@@ -19,9 +19,7 @@ class Registration(BaseModel):
     ttl_seconds: int | None = Field(default=None, alias="ttlSeconds", gt=0)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
     result = callbacks().register(

@@ -7,13 +7,11 @@ from aws_lambda_powertools.utilities.data_classes import EventBridgeEvent, event
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.export.runlock import RunLock
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 from shared.settings import export_settings
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 @event_source(data_class=EventBridgeEvent)
 def handler(event: EventBridgeEvent, context: LambdaContext) -> dict[str, Any]:
     execution_arn = event.detail["executionArn"]

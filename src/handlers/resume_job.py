@@ -6,12 +6,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from shared.callback.adapters import outcome_of
 from shared.callback.service import callbacks
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     outcome = outcome_of(event)
     if outcome is None:

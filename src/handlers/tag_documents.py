@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.documents.pii import tag_documents
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 
 
 class TagRequest(BaseModel):
@@ -19,9 +19,7 @@ class TagRequest(BaseModel):
     classification_job_id: str = Field(alias="classificationJobId", min_length=1)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     request = TagRequest.model_validate(event)
     tagged = tag_documents(

@@ -6,7 +6,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.export.runlock import RunLock
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented, logger
 from shared.settings import export_settings
 
 
@@ -17,9 +17,7 @@ class TakeLock(BaseModel):
     trigger_time: str = Field(alias="triggerTime", min_length=1)
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     request = TakeLock.model_validate(event)
     lock = RunLock(export_settings().table_name).take(request.execution_arn, request.trigger_time)

@@ -27,7 +27,7 @@ from shared.exceptions import (
     TaskNotFoundError,
     UnknownTaskTypeError,
 )
-from shared.observability import logger, metrics, tracer
+from shared.observability import instrumented
 from shared.settings import task_api_settings
 from shared.tasks.service import Task, task_api
 from shared.tasks.types import TaskRequest, task_type_names
@@ -292,8 +292,6 @@ def forbidden(exc: PermissionError) -> Response[dict[str, Any]]:
     return _error(HTTPStatus.FORBIDDEN, str(exc))
 
 
-@logger.inject_lambda_context
-@metrics.log_metrics
-@tracer.capture_lambda_handler
+@instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return app.resolve(event, context)
