@@ -37,18 +37,9 @@ class Clock:
     def sleep(self, seconds: float) -> None:
         self.wait(threading.Event(), seconds)
 
-    def call_later(self, seconds: float, action: Callable[[], None]) -> threading.Thread:
-        """Run `action` on a daemon thread after `seconds` of clock time (cancel by setting `.cancelled`)."""
-        cancelled = threading.Event()
-
-        def run() -> None:
-            if not self.wait(cancelled, seconds):
-                action()
-
-        thread = threading.Thread(target=run, name="localcloud-timer", daemon=True)
-        thread.cancelled = cancelled  # type: ignore[attr-defined]
-        thread.start()
-        return thread
+    def call_later(self, seconds: float, action: Callable[[], None]) -> Timer:
+        """Run `action` on a daemon thread after `seconds` of clock time, unless cancelled first."""
+        return Timer(self, seconds, action)
 
     @functools.cached_property
     def event_class(self) -> type[threading.Event]:
@@ -84,6 +75,31 @@ class Clock:
         """An event this clock's waiters may wait for was set (a manual clock wakes them to look)."""
 
 
+class Timer:
+    """An action due after some clock time, on a thread of its own (threading.Timer, on a clock)."""
+
+    def __init__(self, clock: Clock, seconds: float, action: Callable[[], None]) -> None:
+        self._cancelled = threading.Event()
+
+        def run() -> None:
+            if not clock.wait(self._cancelled, seconds):
+                action()
+
+        self.thread = threading.Thread(target=run, name="localcloud-timer", daemon=True)
+        self.thread.start()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    def is_alive(self) -> bool:
+        return self.thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the action to have run (or been cancelled); not from the timer's own thread."""
+        if self.thread is not threading.current_thread():
+            self.thread.join(timeout)
+
+
 class ManualClock(Clock):
     """Time that moves only when `advance` is called; waits in other threads end when their time has come."""
 
@@ -115,6 +131,16 @@ class ManualClock(Clock):
             finally:
                 self._looked.pop(me, None)
             return event.is_set()
+
+    def armed(self, count: int = 1, timeout: float = 10.0) -> None:
+        """Block until `count` timed waits are in progress: a timer that starts after an `advance` counts from the
+        time it starts, so a test arms what it means to move past before it advances."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while len(self._looked) < count:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(self._looked)} of {count} timed waits armed after {timeout} s")
+                self._changed.wait(0.05)
 
     def waiting_at(self, moment: datetime) -> int:
         """How many waits have seen the clock at `moment` or later and are still waiting: after `advance`, the

@@ -16,7 +16,7 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from http import HTTPStatus
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -27,8 +27,9 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel, ServiceModel
 
-from localcloud.clock import Clock
+from localcloud.clock import Clock, Timer
 from localcloud.events import as_service
+from localcloud.shapes import iso
 
 LOG = logging.getLogger("localcloud.simulators")
 
@@ -60,7 +61,7 @@ class Simulator:
         self.jobs: dict[str, Any] = {}  # subclasses declare their job type
         self._by_token: dict[str, str] = {}
         self._lock = threading.RLock()
-        self._timers: list[threading.Thread] = []
+        self._timers: list[Timer] = []
         self._clients: dict[str, Any] = {}
         self._base_lock = threading.Lock()  # guards the clients and the timers (`_lock` guards the jobs)
 
@@ -96,20 +97,18 @@ class Simulator:
         with self._base_lock:
             timers = list(self._timers)
         for timer in timers:
-            if timer is not threading.current_thread():
-                timer.join(timeout)
-                if timer.is_alive():
-                    raise TimeoutError(f"a simulated {self.service} job step is still pending after {timeout} s")
+            timer.join(timeout)
+            if timer.is_alive() and timer.thread is not threading.current_thread():
+                raise TimeoutError(f"a simulated {self.service} job step is still pending after {timeout} s")
 
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
         with self._base_lock:
             timers = list(self._timers)
         for timer in timers:
-            timer.cancelled.set()  # type: ignore[attr-defined]
+            timer.cancel()
         for timer in timers:
-            if timer.is_alive() and timer is not threading.current_thread():
-                timer.join(timeout=5)
+            timer.join(timeout=5)
 
     def emit(self, source: str, detail_type: str, detail: dict[str, Any], resources: list[str] | None = None) -> None:
         """Put the service's event on the default bus, as the service itself does (its `aws.*` source is reserved)."""
@@ -191,7 +190,7 @@ def _wire(operation: OperationModel) -> Callable[[Any], Any]:
 
     def convert(value: Any) -> Any:
         if isinstance(value, datetime):
-            return value.timestamp() if epoch else value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+            return value.timestamp() if epoch else iso(value)
         return str(value)
 
     return convert

@@ -284,8 +284,7 @@ class MacieSimulator(Simulator):
         moved on (e.g. into the next test's fresh moto)."""
         super().stop()
         for timer in self._timers:
-            if timer is not threading.current_thread():
-                timer.join(timeout=10)
+            timer.join(timeout=10)
 
     # --- operations -------------------------------------------------------------------------------------------
 

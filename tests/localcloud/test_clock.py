@@ -63,6 +63,7 @@ def test_a_wait_of_an_hour_ends_when_the_clock_has_moved_an_hour(clock: ManualCl
         {"StartAt": "Pause", "States": {"Pause": {"Type": "Wait", "Seconds": HOUR, "End": True}}}
     )
     _until(lambda: _entered(sfn, execution_arn, "WaitStateEntered"))
+    clock.armed()
 
     # When 59 minutes pass it still waits (it has seen the new time); when the hour is full it goes on
     clock.advance(HOUR - 60)
@@ -85,6 +86,7 @@ def test_a_callback_wait_times_out_when_the_clock_passes_its_timeout(clock: Manu
     }
     sfn, execution_arn = _execution({"StartAt": "WaitForJob", "States": {"WaitForJob": task}})
     _until(lambda: sqs.receive_message(QueueUrl=queue_url).get("Messages"))
+    clock.armed()
 
     # When the clock passes the hour
     clock.advance(HOUR + 1)
@@ -117,6 +119,7 @@ def test_a_simulated_job_ends_when_the_clock_reaches_its_duration(clock: ManualC
             )
 
         # When half of it has passed, it runs; when all of it has, it is done
+        clock.armed(2)  # its two steps
         clock.advance(60)
         _until(lambda: status() == "IN_PROGRESS")
         clock.advance(60)

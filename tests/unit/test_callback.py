@@ -291,6 +291,7 @@ def test_a_completion_for_a_task_that_is_already_closed_is_acknowledged(
     if closed_by == "StopExecution":
         task.stop()
     else:
+        clock.armed()
         clock.advance(3600)
         assert task.wait_until_closed()["status"] == "FAILED"  # States.Timeout
 

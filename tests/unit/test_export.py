@@ -346,6 +346,7 @@ def test_a_check_for_a_task_that_timed_out_stops_checking(
     task = waiting_task(timeout_seconds=3600, heartbeat_seconds=600)
     job_id = started(export_account, task.token)
     wait_for_job(simulator, job_id, "IN_PROGRESS")
+    clock.armed()
     clock.advance(3600)
     closed = task.wait_until_closed()
     assert (closed["status"], closed["error"]) == ("FAILED", "States.Timeout")
