@@ -116,7 +116,8 @@ def clock(aws: Aws) -> Iterator[ManualClock]:
 @pytest.fixture
 def waiting_task(aws: Aws) -> Callable[..., WaitingTask]:
     """`waiting_task()` starts an execution parked on a `.waitForTaskToken` task and returns it with its token;
-    `waiting_task(timeout_seconds=1)` gives the task a timeout, `waiting_task(heartbeat_seconds=60)` a heartbeat."""
+    `waiting_task(timeout_seconds=3600)` gives the task a timeout, `waiting_task(heartbeat_seconds=60)` a heartbeat
+    (with the `clock` fixture, `clock.advance` lets them pass)."""
     return aws.workflows.start
 
 
