@@ -48,8 +48,9 @@ class JobsResult:
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
 
 
-def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
-    """A state machine with one task that waits for its job's callback (created once per cloud)."""
+def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None) -> str:
+    """A state machine with one task that waits for its job's callback (created once per cloud), for
+    `timeout_seconds` on the cloud's clock (default: ten real minutes at the cloud's speed-up)."""
     sfn = cloud.client("stepfunctions")
     for machine in sfn.list_state_machines()["stateMachines"]:
         if machine["name"] == WAITING_MACHINE:
@@ -65,7 +66,7 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int = 600) -> str:
                     "FunctionName": register.physical_id,
                     "Payload": {"service": "translate", "jobId.$": "$.jobId", "taskToken.$": "$$.Task.Token"},
                 },
-                "TimeoutSeconds": timeout_seconds,
+                "TimeoutSeconds": timeout_seconds or round(600 * cloud.clock.speedup),
                 "End": True,
             }
         },
