@@ -13,6 +13,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from samtranslator.yaml_helper import yaml_parse
+
 from localcloud.clock import Clock
 from localcloud.cloud import CloudConfig, LocalCloud, log_path
 from localcloud.simulators import Simulator
@@ -134,7 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, description in (("serve", "the offline cloud until Ctrl-C"), ("demo", "every workflow end to end")):
         command = commands.add_parser(name, help=description)
         command.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
-        command.add_argument("--speedup", type=float, help="clock speed-up for schedules and simulated jobs")
+        command.add_argument(
+            "--speedup", type=float, help="clock speed-up for schedules, simulated jobs and Step Functions timers"
+        )
     invoker = commands.add_parser("invoke", help="invoke one function's built artifact, as `sam local invoke`")
     invoker.add_argument("function_identifier", help="the function's logical ID in the template")
     invoker.add_argument("-e", "--event", help="JSON file with the event ('-' for stdin; default: {})")
@@ -165,7 +169,26 @@ def main(argv: list[str] | None = None) -> int:
             "ExportRecheckDelaySeconds": "2",
         }
     config = CloudConfig.from_env(**overrides)
+    if args.command == "serve":
+        config = replace(config, parameters={**_on_the_wall_clock(config), **config.parameters})
     return serve(config) if args.command == "serve" else demo(config)
+
+
+# Durations the functions or SQS measure on the wall clock, where the cloud's clock runs the Step Functions timers
+# they must fit in (HeartbeatSeconds, ExportHeartbeatSeconds): at a speed-up they shrink with it.
+WALL_CLOCK_PARAMETERS = ("ReconcileAfterSeconds", "ExportRecheckDelaySeconds")
+
+
+def _on_the_wall_clock(config: CloudConfig) -> dict[str, str]:
+    """The template's defaults of WALL_CLOCK_PARAMETERS divided by the speed-up (whole seconds, at least 1)."""
+    if config.speedup == 1:
+        return {}
+    declared = yaml_parse(config.template.read_text()).get("Parameters", {})
+    return {
+        name: str(max(1, round(int(declared[name]["Default"]) / config.speedup)))
+        for name in WALL_CLOCK_PARAMETERS
+        if "Default" in declared.get(name, {})
+    }
 
 
 if __name__ == "__main__":

@@ -47,12 +47,14 @@ class Clock:
         clock = self
 
         class ClockEvent(threading.Event):
+            sets = 0  # how often it was set: a waiter must see a set() even if clear() came right after
+
             def wait(self, timeout: float | None = None) -> bool:
                 return clock.wait(self, timeout) if timeout is not None else super().wait()
 
             def set(self) -> None:
                 super().set()
-                clock.poke()
+                clock.was_set(self)
 
         return ClockEvent
 
@@ -71,8 +73,8 @@ class Clock:
         module.sleep = self.sleep  # type: ignore[attr-defined]
         return module
 
-    def poke(self) -> None:
-        """An event this clock's waiters may wait for was set (a manual clock wakes them to look)."""
+    def was_set(self, event: threading.Event) -> None:
+        """One of this clock's events was set (moto sets and clears some at once: a manual clock counts the sets)."""
 
 
 class Timer:
@@ -122,15 +124,21 @@ class ManualClock(Clock):
         me = threading.get_ident()
         with self._changed:
             deadline = None if seconds is None else self._now + timedelta(seconds=max(0.0, seconds))
+            sets = getattr(event, "sets", 0)
+
+            def woken() -> bool:
+                return event.is_set() or getattr(event, "sets", 0) != sets
+
             try:
-                # A set() that is not one of this clock's events does not poke: look again now and then.
-                while not event.is_set() and (deadline is None or self._now < deadline):
-                    self._looked[me] = self._now
-                    self._changed.notify_all()
+                # A set() of an event that is not one of this clock's is not announced: look again now and then.
+                while not woken() and (deadline is None or self._now < deadline):
+                    if self._looked.get(me) != self._now:  # announce a new look only (`armed`, `waiting_at`)
+                        self._looked[me] = self._now
+                        self._changed.notify_all()
                     self._changed.wait(0.05)
             finally:
                 self._looked.pop(me, None)
-            return event.is_set()
+            return woken()
 
     def armed(self, count: int = 1, timeout: float = 10.0) -> None:
         """Block until `count` timed waits are in progress: a timer that starts after an `advance` counts from the
@@ -148,6 +156,7 @@ class ManualClock(Clock):
         with self._changed:
             return sum(1 for seen in self._looked.values() if seen >= moment)
 
-    def poke(self) -> None:
+    def was_set(self, event: threading.Event) -> None:
         with self._changed:
+            event.sets += 1  # type: ignore[attr-defined]
             self._changed.notify_all()

@@ -69,7 +69,7 @@ class CloudConfig:
     host: str = "127.0.0.1"
     aws_port: int = 4566  # 0 picks a free port
     http_port: int = 3000  # 0 picks a free port
-    speedup: float = 1.0  # how much faster than real time schedules and simulated jobs run
+    speedup: float = 1.0  # how much faster than real time the cloud's clock runs (schedules, jobs, Step Functions)
     parameters: dict[str, str] = field(default_factory=dict)
     credentials: list[Credential] = field(default_factory=lambda: [DEFAULT_CREDENTIAL])
     async_retry_delay_seconds: float = 1.0
@@ -131,6 +131,8 @@ class LocalCloud:
             build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
         )
         self.stack: Stack
+        if clock is not None and clock.speedup != config.speedup:
+            raise ValueError(f"the clock runs at {clock.speedup}x, the config says {config.speedup}x")
         self.clock = clock or Clock(config.speedup)  # the one clock: schedules, simulated jobs, Step Functions timers
         self.http: HttpApiServer | None = None
         self._mock = mock_aws(

@@ -481,6 +481,7 @@ class LocalServer(ThreadingHTTPServer):
     daemon_threads = True
     # The socket's listen backlog (socketserver's default is 5): a burst of clients connecting at once was reset.
     request_queue_size = 128
+    _thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
@@ -494,9 +495,10 @@ class LocalServer(ThreadingHTTPServer):
         self._thread.start()
 
     def stop(self) -> None:
-        self.shutdown()
+        if self._thread is not None:  # shutdown() waits for a serve_forever that never started
+            self.shutdown()
+            self._thread.join()
         self.server_close()
-        self._thread.join()
 
 
 class LocalHandler(BaseHTTPRequestHandler):

@@ -22,7 +22,6 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.parser.asl.component.common.path import result_path
-from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
@@ -131,14 +130,14 @@ def step_functions() -> list[Patch]:
 
 def step_function_timers(clock: Clock) -> list[Patch]:
     """The interpreter's timed waits on `clock` (gap 19): a Wait state's Seconds, a task's TimeoutSeconds and
-    HeartbeatSeconds, a callback's wait and a Retry's interval, each an Event wait or a sleep of moto's."""
+    HeartbeatSeconds and a callback's wait, each an Event wait of moto's. Retry intervals stay on the wall clock:
+    what they wait out (a throttled Lambda, a busy service) runs on it."""
     threading_on_clock, time_on_clock = clock.threading_module(), clock.time_module()
     return [
         Patch(environment, "threading", threading_on_clock, "gap 19"),  # the Wait state's program_state_event
         Patch(wait_function, "time", time_on_clock, "gap 19"),  # how long a Wait state has waited
         Patch(execute_state, "threading", threading_on_clock, "gap 19"),  # TimeoutSeconds
         Patch(callback, "Event", clock.event_class, "gap 19"),  # callback and heartbeat waits
-        Patch(retrier_decl, "time", time_on_clock, "gap 19"),  # Retry intervals
     ]
 
 

@@ -14,6 +14,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -29,7 +30,6 @@ from botocore.model import OperationModel, ServiceModel
 
 from localcloud.clock import Clock, Timer
 from localcloud.events import as_service
-from localcloud.shapes import iso
 
 LOG = logging.getLogger("localcloud.simulators")
 
@@ -94,10 +94,11 @@ class Simulator:
     def settle(self, timeout: float = 10.0) -> None:
         """Wait until every job step scheduled so far has run: the positive signal that a job which has ended will
         emit or write nothing more (a step not yet due on the clock is waited for, up to `timeout` real seconds)."""
+        deadline = time.monotonic() + timeout
         with self._base_lock:
             timers = list(self._timers)
         for timer in timers:
-            timer.join(timeout)
+            timer.join(max(0.0, deadline - time.monotonic()))
             if timer.is_alive() and timer.thread is not threading.current_thread():
                 raise TimeoutError(f"a simulated {self.service} job step is still pending after {timeout} s")
 
@@ -181,19 +182,13 @@ def _answer(
     headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
     if status >= 300:
         headers["x-amzn-ErrorType"] = str(payload["__type"])
-    return status, headers, json.dumps(payload, default=_wire(operation)).encode()
+    return status, headers, json.dumps(payload, default=_wire).encode()
 
 
-def _wire(operation: OperationModel) -> Callable[[Any], Any]:
-    """How a payload's datetimes travel: epoch seconds in the JSON protocol, ISO 8601 in REST-JSON."""
-    epoch = operation.service_model.protocol == "json"
-
-    def convert(value: Any) -> Any:
-        if isinstance(value, datetime):
-            return value.timestamp() if epoch else iso(value)
-        return str(value)
-
-    return convert
+def _wire(value: Any) -> Any:
+    """How a payload's datetimes travel: epoch seconds, botocore's default for JSON bodies (Macie's shapes, whose
+    model says ISO 8601, are strings already)."""
+    return value.timestamp() if isinstance(value, datetime) else str(value)
 
 
 def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:

@@ -279,13 +279,6 @@ class MacieSimulator(Simulator):
         self.findings: dict[str, dict[str, Any]] = {}  # by id, in creation order
         self._log_lock = threading.Lock()
 
-    def stop(self) -> None:
-        """Cancel pending jobs and wait for a job that is finishing, so that it writes nothing after the caller has
-        moved on (e.g. into the next test's fresh moto)."""
-        super().stop()
-        for timer in self._timers:
-            timer.join(timeout=10)
-
     # --- operations -------------------------------------------------------------------------------------------
 
     def CreateClassificationJob(self, params: dict[str, Any]) -> dict[str, Any]:

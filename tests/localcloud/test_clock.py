@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 from moto import mock_aws
+from samtranslator.yaml_helper import yaml_parse
 
 from localcloud import patches
+from localcloud.__main__ import _on_the_wall_clock
 from localcloud.clock import ManualClock
+from localcloud.cloud import CloudConfig
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.translate import TranslateSimulator
 
@@ -73,6 +77,21 @@ def test_a_wait_of_an_hour_ends_when_the_clock_has_moved_an_hour(clock: ManualCl
     assert _until(lambda: _ended(sfn, execution_arn))["status"] == "SUCCEEDED"
 
 
+def test_a_stopped_execution_leaves_its_wait_at_once_whatever_the_clock_says(clock: ManualClock) -> None:
+    # Given an execution in a Wait state of one hour, on a clock that does not move
+    pause = {"Type": "Wait", "Seconds": HOUR, "End": True}
+    sfn, execution_arn = _execution({"StartAt": "Pause", "States": {"Pause": pause}})
+    _until(lambda: _entered(sfn, execution_arn, "WaitStateEntered"))
+    clock.armed()
+
+    # When it is stopped (moto sets the wait's event and clears it at once)
+    sfn.stop_execution(executionArn=execution_arn)
+
+    # Then it ends ABORTED and its wait is over
+    assert _until(lambda: _ended(sfn, execution_arn))["status"] == "ABORTED"
+    _until(lambda: clock.waiting_at(clock.now()) == 0)
+
+
 def test_a_callback_wait_times_out_when_the_clock_passes_its_timeout(clock: ManualClock) -> None:
     # Given a task waiting for its token with TimeoutSeconds of one hour
     sqs = boto3.client("sqs", region_name=REGION)
@@ -126,3 +145,19 @@ def test_a_simulated_job_ends_when_the_clock_reaches_its_duration(clock: ManualC
         _until(lambda: status() == "COMPLETED")
     finally:
         unregister_all()
+
+
+def test_make_local_at_a_speedup_keeps_each_wall_clock_duration_inside_the_timer_it_belongs_to() -> None:
+    # Given `LOCALCLOUD_SPEEDUP=60 make local` on the project's template (its Step Functions timers at 60x)
+    template = Path(__file__).resolve().parents[2] / "template.yaml"
+    config = CloudConfig(template=template, speedup=60.0)
+    declared = yaml_parse(template.read_text())["Parameters"]
+    seconds = {name: int(p["Default"]) for name, p in declared.items() if str(p.get("Default", "")).isdigit()}
+
+    # When serve scales the durations measured on the wall clock
+    seconds |= {name: int(value) for name, value in _on_the_wall_clock(config).items()}
+
+    # Then an export is re-checked (SQS DelaySeconds, real seconds) before its heartbeat (clock seconds) runs out, and
+    # the reconciler looks at a waiting job (real seconds) before the job's heartbeat runs out
+    assert seconds["ExportRecheckDelaySeconds"] < seconds["ExportHeartbeatSeconds"] / config.speedup
+    assert seconds["ReconcileAfterSeconds"] < seconds["HeartbeatSeconds"] / config.speedup

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 
-from tests.unit.support import ACCOUNT, REGION, WAIT_S, Deployed
+from tests.unit.support import ACCOUNT, REGION, Deployed
+from tests.unit.waiting import wait_until
 
 OWNER = f"arn:aws:iam::{ACCOUNT}:user/local-developer"
 OTHER = f"arn:aws:iam::{ACCOUNT}:user/other-developer"
@@ -146,11 +146,13 @@ class TaskAccount:
         return self.state_machine.replace(":stateMachine:", ":execution:") + f":{task_id}"
 
     def wait_until_stopped(self, task_id: str) -> str:
-        deadline = time.monotonic() + WAIT_S
-        while (status := self.sfn.describe_execution(executionArn=self.execution_arn(task_id))["status"]) == "RUNNING":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        return str(status)
+        """The execution's status once it has left RUNNING."""
+
+        def ended() -> str | None:
+            status = str(self.sfn.describe_execution(executionArn=self.execution_arn(task_id))["status"])
+            return None if status == "RUNNING" else status
+
+        return str(wait_until(ended, f"the end of task {task_id}'s execution"))
 
     def clear(self) -> None:
         for execution in self.sfn.list_executions(stateMachineArn=self.state_machine, statusFilter="RUNNING")[

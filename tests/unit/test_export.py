@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -21,8 +20,8 @@ import pytest
 from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
-from tests.unit.support import ACCOUNT, REGION, WAIT_S, ClientSpy, ExportAccount, asl_states, invoke
-from tests.unit.waiting import WaitingTask
+from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke
+from tests.unit.waiting import WaitingTask, wait_until
 
 EXECUTIONS = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:callback-kit-test-export"
 LAST_RUN = "2026-01-15T10:25:00.087Z"
@@ -81,10 +80,7 @@ def started(export: ExportAccount, task_token: str, name: str = "run-1") -> str:
 
 
 def wait_for_job(simulator: HealthLakeSimulator, job_id: str, status: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while simulator.jobs[job_id].status != status:
-        assert time.monotonic() < deadline, f"export {job_id} is {simulator.jobs[job_id].status}, not {status}"
-        time.sleep(0.01)
+    wait_until(lambda: simulator.jobs[job_id].status == status, f"export {job_id} {status}")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -221,7 +221,7 @@ def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_r
 ) -> None:
     # Given a workflow waiting, with HeartbeatSeconds 60, for a translation job that keeps running
     task = waiting_for(TRANSLATE, heartbeat_seconds=60, timeout_seconds=3600)
-    clock.armed()
+    clock.armed(2)  # its TimeoutSeconds and its heartbeat
 
     # When the reconciler runs every 30 seconds for five minutes
     for _ in range(10):
@@ -229,8 +229,8 @@ def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_r
         assert reconcile()["HEARTBEAT"] == 1
         clock.advance(30)
 
-    # Then the task is still waiting: its heartbeat timer has seen the last minute and waits on
-    wait_until(lambda: clock.waiting_at(clock.now()))
+    # Then the task is still waiting: its timeout and its heartbeat timer have seen the last minute and wait on
+    wait_until(lambda: clock.waiting_at(clock.now()) >= 2)
     assert task.status() == "RUNNING"
 
 
@@ -249,7 +249,7 @@ def test_a_task_whose_job_cannot_be_confirmed_times_out_on_its_heartbeat(
         expected_params=TRANSLATE.params,
     )
     assert reconcile()["UNCONFIRMED"] == 1
-    clock.armed()
+    clock.armed(2)  # its TimeoutSeconds and its heartbeat
     clock.advance(61)
 
     # Then the task fails with its heartbeat timeout (moto names it States.Timeout, AWS States.HeartbeatTimeout:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import time
 
-from tests.unit.support import WAIT_S, invoke
+from tests.unit.support import invoke
 from tests.unit.task_support import GOOD_INPUT, TaskAccount, http_event, status_change
 
 
@@ -31,10 +30,7 @@ def test_an_end_without_the_output_in_the_event_takes_it_from_the_execution(task
     tasks.sfn.update_state_machine(stateMachineArn=tasks.state_machine, definition=json.dumps(definition))
     try:
         task_id = submitted(tasks)
-        deadline = time.monotonic() + WAIT_S
-        while tasks.sfn.describe_execution(executionArn=tasks.execution_arn(task_id))["status"] == "RUNNING":
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        tasks.wait_until_stopped(task_id)
 
         result = invoke("record_task_status", status_change(tasks.execution_arn(task_id), "SUCCEEDED"))
     finally:

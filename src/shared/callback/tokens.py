@@ -110,4 +110,6 @@ class TokenStore:
 
 def _outcome(stored: dict[str, Any]) -> Outcome:
     """A recorded outcome (one written before outcomes carried their error prefix takes its adapter's)."""
-    return Outcome.from_item({"errorPrefix": adapter(stored["service"]).name, **stored})
+    if "errorPrefix" not in stored:
+        stored = {**stored, "errorPrefix": adapter(stored["service"]).name}
+    return Outcome.from_item(stored)
