@@ -1,6 +1,6 @@
 """`make bench`: the design's numbers, measured on the offline cloud in one run.
 
-    python -m tests.bench.bench [--sizes 500,1000,2000] [--quick]
+    python -m tests.bench.bench [--sizes 500,1000,2000] [--quick] [--p1-only]
 
 P1  state transitions, Lambda invocations and service calls per async job: callback vs a polling loop (Wait 30 s ->
     DescribeTextTranslationJob -> Choice) on the same engine, for jobs of 1, 15 and 60 minutes (simulated time);
@@ -435,7 +435,8 @@ def markdown(results: dict[str, Any]) -> str:
         "Raw figures: .aws-sam/bench/results.json.",
     ]
     lines += table(
-        "P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)",
+        "P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)"
+        + (f" (measured again {results['p1_date']}, with P5)" if "p1_date" in results else ""),
         [
             "job",
             "callback transitions",
@@ -518,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench", description=__doc__)
     parser.add_argument("--sizes", default="500,1000,2000", help="P4's job counts")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the bench itself")
+    parser.add_argument(
+        "--p1-only", action="store_true", help="measure P1 (and P5, its prices) again into the last run's results"
+    )
     args = parser.parse_args(argv)
     sizes = [50, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
     parameters = {"ReconcileAfterSeconds": "100000", "LogLevel": "WARNING", "TaskTimeoutSeconds": "3600"}
@@ -532,13 +536,18 @@ def main(argv: list[str] | None = None) -> int:
         async_retry_delay_seconds=0.1,
         function_log=out / "functions.log",
     )
-    results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
     (out / "functions.log").write_text("")  # this run's logs only
     route_logs(out / "functions.log")  # moto's warnings and internal errors with the functions' logs, not on screen
     p1_parameters = {**parameters, "ReconcileSchedule": "rate(7 days)"}
+    results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
+    if args.p1_only:
+        results = {**json.loads((out / "results.json").read_text()), "p1_date": results["machine"]["date"]}
     with LocalCloud(replace(config, stack_name="bench-p1", speedup=SPEEDUP, parameters=p1_parameters)) as cloud:
         print("P1 transitions per job", flush=True)
         results["p1"] = p1_transitions(cloud)
+    results["p5"] = p5_cost(results["p1"])
+    if args.p1_only:
+        return report(results, out)
     with LocalCloud(config) as cloud:
         print("P3 cold starts", flush=True)
         results["p3"] = p3_cold_starts(cloud, runs=3 if args.quick else 5)
@@ -552,11 +561,15 @@ def main(argv: list[str] | None = None) -> int:
         results["p4"] = p4_scale(cloud, sizes)
         print("HTTP load", flush=True)
         results["http"] = http_load(cloud, tasks=40 if args.quick else 200, clients=20)
-    results["p5"] = p5_cost(results["p1"])
+    return report(results, out)
+
+
+def report(results: dict[str, Any], out: Path) -> int:
+    """Write results.json and docs/performance.md; 1 if a job was lost or duplicated, or a task never ended."""
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
-    report = markdown(results)
-    (ROOT / "docs" / "performance.md").write_text(report)
-    print(report)
+    text = markdown(results)
+    (ROOT / "docs" / "performance.md").write_text(text)
+    print(text)
     lost = sum(row["lost"] + row["duplicated"] for row in results["p4"])
     return 1 if lost or results["http"]["not_ended"] else 0
 
