@@ -62,6 +62,7 @@ class Simulator:
         self._by_token: dict[str, str] = {}
         self._lock = threading.RLock()
         self._timers: list[Timer] = []
+        self._closed = False  # a step that runs while the simulator stops schedules no next step
         self._clients: dict[str, Any] = {}
         self._base_lock = threading.Lock()  # guards the clients and the timers (`_lock` guards the jobs)
 
@@ -89,22 +90,27 @@ class Simulator:
                 raise
 
         with self._base_lock:
-            self._timers = [t for t in self._timers if t.is_alive()] + [self.clock.call_later(seconds, run)]
+            if not self._closed:
+                self._timers = [t for t in self._timers if t.is_alive()] + [self.clock.call_later(seconds, run)]
 
     def settle(self, timeout: float = 10.0) -> None:
-        """Wait until every job step scheduled so far has run: the positive signal that a job which has ended will
-        emit or write nothing more (a step not yet due on the clock is waited for, up to `timeout` real seconds)."""
+        """Wait until every job step scheduled so far, and every step those schedule, has run: the positive signal
+        that a job which has ended will emit or write nothing more (within `timeout` real seconds)."""
         deadline = time.monotonic() + timeout
-        with self._base_lock:
-            timers = list(self._timers)
-        for timer in timers:
-            timer.join(max(0.0, deadline - time.monotonic()))
-            if timer.is_alive() and timer.thread is not threading.current_thread():
+        while True:
+            with self._base_lock:
+                pending = [t for t in self._timers if t.is_alive() and t.thread is not threading.current_thread()]
+            if not pending:
+                return
+            if time.monotonic() > deadline:
                 raise TimeoutError(f"a simulated {self.service} job step is still pending after {timeout} s")
+            for timer in pending:
+                timer.join(max(0.0, deadline - time.monotonic()))
 
     def stop(self) -> None:
         """Cancel pending job steps and wait for running ones, so none acts on the next test's cloud."""
         with self._base_lock:
+            self._closed = True
             timers = list(self._timers)
         for timer in timers:
             timer.cancel()

@@ -537,11 +537,13 @@ class HealthLakeSimulator(Simulator):
         outcome = next((o for prefix, o in NAME_OUTCOMES.items() if (name or "").startswith(prefix)), self.outcome)
         job = _Job(uuid.uuid4().hex, datastore, name, s3_uri, kms_key_id, role_arn, outcome, self.now(), since, types)
         self.jobs[job.job_id] = job
-        self.later(0, lambda: self._announce(job, "SUBMITTED"))
-        self.later(self.delay_seconds / 2, lambda: self._begin(job))
-        if outcome != "STUCK":
-            self.later(self.delay_seconds, lambda: self._finish(job))
+        self.later(0, lambda: self._submitted(job))
         return job
+
+    # Each step schedules the next, so the job's events go out in order however late a step's thread runs.
+    def _submitted(self, job: _Job) -> None:
+        self._announce(job, "SUBMITTED")
+        self.later(self.delay_seconds / 2, lambda: self._begin(job))
 
     def _begin(self, job: _Job) -> None:
         with self._lock:
@@ -549,6 +551,8 @@ class HealthLakeSimulator(Simulator):
                 return
             job.status = "IN_PROGRESS"
         self._announce(job, "IN_PROGRESS")
+        if job.outcome != "STUCK":
+            self.later(self.delay_seconds / 2, lambda: self._finish(job))
 
     def _finish(self, job: _Job) -> None:
         with self._lock:
