@@ -23,10 +23,12 @@ OTHER_CALLER = Credential(
 SPEEDUP = 60  # one simulated minute per real second
 CLOCK = Clock(SPEEDUP)  # the session cloud's one clock (its simulated HealthLake is made before the cloud)
 # Durations are on the cloud's clock (Step Functions timers included): SPEEDUP simulated seconds per real second.
-TASK_TIMEOUT_SECONDS = 8 * SPEEDUP  # short, so the late-event case times out quickly
+TASK_TIMEOUT_SECONDS = 16 * SPEEDUP  # short, so the late-event case times out quickly
 PARAMETERS = {
     "TaskTimeoutSeconds": str(TASK_TIMEOUT_SECONDS),
-    "HeartbeatSeconds": str(4 * SPEEDUP),  # the reconciler (every simulated minute) must keep waiting tasks alive
+    # The reconciler (every simulated minute) keeps waiting tasks alive; 8 real seconds leave room for its invocation
+    # on a machine whose cores are both busy elsewhere (4 were not enough, once in 5 runs).
+    "HeartbeatSeconds": str(8 * SPEEDUP),
     "ReconcileSchedule": "rate(1 minute)",
     "ReconcileAfterSeconds": "0",
     "ExportSchedule": "rate(1 day)",  # tests start exports themselves
