@@ -213,12 +213,6 @@ class Worker:
     def _receive(self, deadline: float, on_timeout: str, request_id: str) -> dict[str, Any]:
         """The worker's next message; kill it and raise FunctionError on timeout, memory limit or exit."""
         while b"\n" not in self._buffer:
-            if time.monotonic() > deadline:
-                self.kill()
-                raise FunctionError(_runtime_error(request_id, "Sandbox.Timedout", on_timeout))
-            if self.rss_mb() > self.spec.memory_mb:
-                self.kill()
-                raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
             if self._poller.poll(50):  # poll, not select: a busy cloud has descriptors past select's 1024
                 chunk = os.read(self._from_worker, 1 << 20)
                 if not chunk:
@@ -227,6 +221,14 @@ class Worker:
                     detail = f"signal: {-code}" if code < 0 else f"exit status {code}"
                     raise FunctionError(_runtime_error(request_id, "Runtime.ExitError", detail))
                 self._buffer += chunk
+                continue
+            # 50 ms without an answer: the limits are checked while the worker runs, not before each read
+            if time.monotonic() > deadline:
+                self.kill()
+                raise FunctionError(_runtime_error(request_id, "Sandbox.Timedout", on_timeout))
+            if self.rss_mb() > self.spec.memory_mb:
+                self.kill()
+                raise FunctionError(_runtime_error(request_id, "Runtime.OutOfMemory", "signal: killed"))
         line, _, self._buffer = self._buffer.partition(b"\n")
         return json.loads(line)  # type: ignore[no-any-return]
 

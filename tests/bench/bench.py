@@ -18,6 +18,7 @@ Results: .aws-sam/bench/results.json and docs/performance.md. A report, not a te
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import itertools
 import json
@@ -47,7 +48,7 @@ from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambdas import FunctionSpec, runtime_python
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
-from tests.bench.callbacks import run_jobs, waiting_machine
+from tests.bench.callbacks import SEGMENTS, JobsResult, resume_segments, run_jobs, waiting_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 # Public on-demand list prices, us-east-1, as read from the AWS pricing pages on 2026-11-23 (check before quoting).
@@ -226,7 +227,9 @@ def p2_latency(cloud: LocalCloud, jobs: int, in_flight: int) -> dict[str, Any]:
     """Completion event put -> the waiting task closed (TaskSucceeded in its history), for jobs whose token was
     registered before their completion came (each job lasts 1.5-2 s, so nearly all are)."""
     run_jobs(cloud, jobs=min(jobs, in_flight), in_flight=in_flight, early=0.0)  # warm: every environment started
-    result = run_jobs(cloud, jobs=jobs, in_flight=in_flight, early=0.0, job_seconds=(1.5, 2.0))
+    result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
+    with resume_segments(cloud, result) as segments:
+        result = run_jobs(cloud, jobs=jobs, in_flight=in_flight, early=0.0, job_seconds=(1.5, 2.0), result=result)
     return {
         "jobs": jobs,
         "in_flight": in_flight,
@@ -235,7 +238,15 @@ def p2_latency(cloud: LocalCloud, jobs: int, in_flight: int) -> dict[str, Any]:
         "p50_ms": result.percentile(0.5),
         "p95_ms": result.percentile(0.95),
         "p99_ms": result.percentile(0.99),
+        "segments_ms": {
+            name: {"p50": _percentile(times, 0.5), "p99": _percentile(times, 0.99)} for name, times in segments.items()
+        },
     }
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
 
 
 # --- P3 ----------------------------------------------------------------------------------------------------------
@@ -300,20 +311,36 @@ def p4_scale(cloud: LocalCloud, sizes: list[int]) -> list[dict[str, Any]]:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+        cpu_before = cpu_seconds()
         result = run_jobs(cloud, jobs=size, in_flight=min(size, 100), seed=size, job_timeout=600)
         stop.set()
+        cpu = [(after - before) * 1000 / size for before, after in zip(cpu_before, cpu_seconds(), strict=True)]
         rows.append(
             {
-                **{k: v for k, v in result.as_dict().items() if k != "failures"},
+                **result.as_dict(),
                 "seconds": round(result.seconds, 1),
                 "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
                 "peak_threads": peak_threads[0],
+                "cpu_ms_per_job": {"cloud": round(cpu[0], 1), "functions": round(cpu[1], 1)},
             }
         )
     for smaller, larger in itertools.pairwise(rows):
         if larger["jobs"] == 2 * smaller["jobs"]:
             larger["time_ratio_to_half"] = round(larger["seconds"] / smaller["seconds"], 2)
     return rows
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds used so far by this process (the offline cloud) and by its children (the functions' workers)."""
+    me, ticks = os.getpid(), os.sysconf("SC_CLK_TCK")
+    children = os.times().children_user + os.times().children_system  # workers already gone
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == me:  # ppid
+                children += (int(fields[11]) + int(fields[12])) / ticks
+    mine = os.times()
+    return mine.user + mine.system, children
 
 
 # --- HTTP --------------------------------------------------------------------------------------------------------
@@ -467,6 +494,18 @@ def markdown(results: dict[str, Any]) -> str:
         ],
     )
     lines += table(
+        "P2 segments, p50 / p99 (each from the end of the one before; the first from the event put)",
+        ["in flight", *SEGMENTS],
+        [
+            [
+                row["in_flight"],
+                *(f"{row['segments_ms'][s]['p50']} / {row['segments_ms'][s]['p99']} ms" for s in SEGMENTS),
+            ]
+            for row in results["p2"]
+            if "segments_ms" in row
+        ],
+    )
+    lines += table(
         f"P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
         ["function", "ms", "x boto3"],
         [[name, row["ms"], row["vs_boto3"]] for name, row in sorted(p3["handlers"].items())],
@@ -475,7 +514,17 @@ def markdown(results: dict[str, Any]) -> str:
     lines += ["", f"Top imports of {p3['slowest']} (cumulative): {top}."]
     lines += table(
         "P4 N callback jobs (100 in flight)",
-        ["N", "seconds", "lost", "duplicated", "failed", "peak RSS MB", "peak threads", "time(N)/time(N/2)"],
+        [
+            "N",
+            "seconds",
+            "lost",
+            "duplicated",
+            "failed",
+            "peak RSS MB",
+            "peak threads",
+            "time(N)/time(N/2)",
+            "CPU ms per job: cloud / functions",
+        ],
         [
             [
                 row["jobs"],
@@ -486,6 +535,9 @@ def markdown(results: dict[str, Any]) -> str:
                 row["peak_rss_mb"],
                 row["peak_threads"],
                 row.get("time_ratio_to_half", ""),
+                f"{row['cpu_ms_per_job']['cloud']} / {row['cpu_ms_per_job']['functions']}"
+                if "cpu_ms_per_job" in row
+                else "",
             ]
             for row in results["p4"]
         ],

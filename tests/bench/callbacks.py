@@ -9,18 +9,24 @@ resumes the execution. A job is lost if its execution never ends, duplicated if 
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
 from localcloud.cloud import LocalCloud
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.events import as_service
+from localcloud.lambdas import Worker
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
 
@@ -38,9 +44,10 @@ class JobsResult:
     failures: list[str] = field(default_factory=list)  # error names of failed executions
     put_at: dict[str, datetime] = field(default_factory=dict)  # job id -> when its completion was put
     resume_ms: list[float] = field(default_factory=list)  # completion put -> task closed, jobs registered by then
+    closed_at: dict[str, float] = field(default_factory=dict)  # job id -> task closed (epoch), the same jobs
 
     def as_dict(self) -> dict[str, Any]:
-        counts = {k: v for k, v in self.__dict__.items() if k not in ("failures", "put_at", "resume_ms")}
+        counts = {k: v for k, v in self.__dict__.items() if k not in ("failures", "put_at", "resume_ms", "closed_at")}
         return counts | {"failures": sorted(set(self.failures))}
 
     def percentile(self, p: float) -> float:
@@ -108,6 +115,61 @@ def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
         raise RuntimeError(f"the completion of job {job_id} was refused: {answer['Entries']}")
 
 
+SEGMENTS = ("rule matched", "Lambda started", "SendTaskSuccess", "next state")
+
+
+@contextmanager
+def resume_segments(cloud: LocalCloud, result: JobsResult) -> Iterator[dict[str, list[float]]]:
+    """Time each resume of the jobs run meanwhile, segment by segment, in ms: completion put -> rule matched (the
+    resume function's asynchronous invocation queued) -> Lambda started (a worker took the event) -> SendTaskSuccess
+    called -> next state (TaskSucceeded in the execution's history), filled in as run_jobs
+    accounts for each job. Probes wrap the offline cloud's own seams; they are removed on exit."""
+    resume = next(
+        r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "ResumeJobFunction"
+    )
+    register = next(
+        r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "RegisterTokenFunction"
+    )
+    times: dict[str, dict[str, float]] = {}  # job id -> segment end -> epoch seconds
+    token_job: dict[str, str] = {}
+    runtime, invoke_async = cloud.runtime, cloud.runtime.invoke_async
+    worker_invoke, send_success = Worker.invoke, StepFunctionsParserBackend.send_task_success
+
+    def queued(name_or_arn: str, event: Any) -> None:
+        if name_or_arn.endswith(resume) and isinstance(event, dict):
+            times.setdefault(str(event.get("detail", {}).get("jobId")), {})["rule matched"] = time.time()
+        invoke_async(name_or_arn, event)
+
+    def invoked(worker: Worker, event: Any, request_id: str, function_arn: str) -> Any:
+        if worker.spec.name == resume:
+            times.setdefault(str(event.get("detail", {}).get("jobId")), {})["Lambda started"] = time.time()
+        elif worker.spec.name == register:
+            token_job[event.get("taskToken", "")] = str(event.get("jobId"))
+        return worker_invoke(worker, event, request_id, function_arn)
+
+    def sent(backend: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
+        if task_token in token_job:
+            times.setdefault(token_job[task_token], {})["SendTaskSuccess"] = time.time()
+        send_success(backend, task_token, outcome)
+
+    segments: dict[str, list[float]] = {name: [] for name in SEGMENTS}
+    runtime.invoke_async = queued  # type: ignore[method-assign]
+    Worker.invoke = invoked  # type: ignore[method-assign]
+    StepFunctionsParserBackend.send_task_success = sent  # type: ignore[method-assign]
+    try:
+        yield segments
+    finally:
+        del runtime.invoke_async
+        Worker.invoke = worker_invoke  # type: ignore[method-assign]
+        StepFunctionsParserBackend.send_task_success = send_success  # type: ignore[method-assign]
+    for job_id, closed in result.closed_at.items():
+        marks = times.get(job_id, {})
+        moments = [result.put_at[job_id].timestamp(), *(marks.get(name) for name in SEGMENTS[:-1]), closed]
+        if None not in moments:
+            for name, (before, after) in zip(SEGMENTS, itertools.pairwise(moments), strict=True):
+                segments[name].append((after - before) * 1000)  # type: ignore[operator]
+
+
 def run_jobs(
     cloud: LocalCloud,
     jobs: int,
@@ -116,6 +178,7 @@ def run_jobs(
     job_timeout: float = 120.0,
     early: float = 0.2,
     job_seconds: tuple[float, float] = (0.0, 0.5),
+    result: JobsResult | None = None,
 ) -> JobsResult:
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
@@ -132,7 +195,7 @@ def run_jobs(
     sqs = cloud.client("sqs")
     due: list[tuple[float, str]] = []  # (when, job id) completions to put
     lock, done = threading.Lock(), threading.Event()
-    result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
+    result = result or JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
     executions: list[str] = []
 
     def complete_when_due() -> None:
@@ -142,8 +205,8 @@ def run_jobs(
                 ready = [job for when, job in due if when <= now]
                 due[:] = [(when, job) for when, job in due if when > now]
             for job_id in ready:
-                complete(cloud, job_id)
                 result.put_at[job_id] = datetime.now(UTC)
+                complete(cloud, job_id)
             time.sleep(0.01)
 
     def watch_ends() -> None:
@@ -200,6 +263,7 @@ def run_jobs(
         put_at = result.put_at.get(described["name"])
         if closed and submitted and put_at and submitted < put_at:  # registered before its completion arrived
             result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
+            result.closed_at[described["name"]] = closed[0]["timestamp"].timestamp()
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
 
