@@ -71,3 +71,16 @@ def task_log_settings() -> TaskLogSettings:
 @cache
 def task_api_settings() -> TaskApiSettings:
     return TaskApiSettings.model_validate(dict(os.environ))
+
+
+class SemaphoreSettings(BaseModel):
+    """The callback semaphore's functions (template.yaml, concurrency control section)."""
+
+    table_name: str = Field(alias="PERMIT_TABLE", min_length=1)
+    # A waiter's place is kept this long at most: its acquire task's timeout plus a margin (DynamoDB TTL).
+    wait_ttl_seconds: int = Field(alias="PERMIT_WAIT_TTL_SECONDS", gt=0)
+
+
+@cache
+def semaphore_settings() -> SemaphoreSettings:
+    return SemaphoreSettings.model_validate(dict(os.environ))

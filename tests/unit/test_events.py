@@ -41,6 +41,7 @@ from tests.unit.payloads import (
 from tests.unit.support import (
     EVENTS,
     SRC,
+    STACK,
     Aws,
     Deployed,
     EventBus,
@@ -113,6 +114,9 @@ REPLAYED = {
     "publish_records",
     "task_api",
     "record_task_status",
+    "acquire_permit",
+    "release_permit",
+    "sweep_permits",
 }
 # The stack the samples' ARNs name (samconfig.toml's default stack_name): the state machine is `<stack>-export`.
 EXPORT_ENDS = {
@@ -645,3 +649,59 @@ def test_the_status_rule_delivers_only_task_state_machines_terminal_statuses(sam
     assert not rule.matches_event({**event, "detail": {**event["detail"], "status": "RUNNING"}})
     other = event["detail"]["stateMachineArn"] + "-other"
     assert not rule.matches_event({**event, "detail": {**event["detail"], "stateMachineArn": other}})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# acquire_permit, release_permit, sweep_permits (the callback semaphore)
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sample", samples_of("acquire_permit"), ids=lambda sample: sample.name)
+def test_the_acquire_sample_resumes_its_task_with_a_free_permit(
+    sample: Path, aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    task = waiting_task()
+    event = load(sample) | {"executionArn": task.execution_arn, "taskToken": task.token}
+
+    assert invoke("acquire_permit", event) == {"resource": event["resource"], "acquired": "QUEUED"}
+
+    assert json.loads(task.wait_until_closed()["output"])["resource"] == event["resource"]
+    invoke("release_permit", {"resource": event["resource"], "executionArn": task.execution_arn})
+
+
+@pytest.mark.parametrize("sample", samples_of("release_permit"), ids=lambda sample: sample.name)
+def test_a_release_sample_frees_the_permit_its_execution_holds(
+    sample: Path, aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given the sample's execution holding the only permit of its resource, and a task waiting for it
+    event = load(sample)
+    execution_arn = event.get("detail", event)["executionArn"]
+    resource = json.loads(event["detail"]["input"])["resource"] if "detail" in event else event["resource"]
+    holder, waiter = waiting_task(), waiting_task()
+    invoke(
+        "acquire_permit", {"resource": resource, "limit": 1, "executionArn": execution_arn, "taskToken": holder.token}
+    )
+    invoke(
+        "acquire_permit",
+        {"resource": resource, "limit": 1, "executionArn": waiter.execution_arn, "taskToken": waiter.token},
+    )
+    assert waiter.status() == "RUNNING"
+
+    # When the sample is replayed, the waiter gets the permit
+    invoke("release_permit", event)
+
+    assert waiter.wait_until_closed()["status"] == "SUCCEEDED"
+    invoke("release_permit", {"resource": resource, "executionArn": waiter.execution_arn})
+
+
+def test_the_status_change_rule_delivers_every_stack_execution_that_ended_badly(stack: Deployed) -> None:
+    (pattern,) = stack.rule_patterns("release_permit").values()
+    rule = EventPattern.load(json.dumps(pattern))
+    sample = load(EVENTS / "release_permit.execution-aborted.json")
+    for status, delivered in (("ABORTED", True), ("FAILED", True), ("TIMED_OUT", True), ("SUCCEEDED", False)):
+        assert rule.matches_event(sample | {"detail": sample["detail"] | {"status": status}}) is delivered, status
+    other_stack = sample["detail"]["stateMachineArn"].replace(f":stateMachine:{STACK}-", ":stateMachine:other-")
+    assert not rule.matches_event(sample | {"detail": sample["detail"] | {"stateMachineArn": other_stack}})
+
+
+@pytest.mark.parametrize("sample", samples_of("sweep_permits"), ids=lambda sample: sample.name)
+def test_the_schedule_sample_runs_the_sweeper(sample: Path, aws: Aws) -> None:
+    assert invoke("sweep_permits", load(sample)) == {"released": 0, "heartbeats": 0, "closed": 0}

@@ -63,7 +63,7 @@ def test_a_valid_request_is_accepted_and_its_workflow_started(tasks: TaskAccount
 BAD = {
     "malformed JSON": ("{", 400, "not valid JSON"),
     "missing field": ({"type": "documents", "input": {"inputPrefix": "in/"}}, 422, "input.outputPrefix"),
-    "unknown type": ({"type": "export-everything", "input": {}}, 422, "allowed types: documents"),
+    "unknown type": ({"type": "export-everything", "input": {}}, 422, "allowed types: bounded, documents"),
     "unknown field": ({"type": "documents", "input": {**GOOD_INPUT, "extra": 1}}, 422, "input.extra"),
     "no target language": ({"type": "documents", "input": {**GOOD_INPUT, "targetLanguages": []}}, 422, "target"),
     "too large": ({"type": "documents", "input": {**GOOD_INPUT, "outputPrefix": "o" * 70_000}}, 413, "bytes"),
@@ -320,7 +320,7 @@ def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy(stack
         if "states:StartExecution" in statement["Action"]
         for resource in statement["Resource"]
     }
-    assert len(machines) == 2
+    assert len(machines) == 3  # documents, bounded, export
     assert machines == in_rule == startable
 
 

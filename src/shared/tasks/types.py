@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from shared.concurrency import ResourceName
+
 # Amazon Translate's language codes: "en", "fr-CA", "zh-TW"; "auto" lets Translate detect the source language.
 LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}(-[A-Z]{2})?$")]
 S3Prefix = Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=r"^[^/\s]")]
@@ -52,8 +54,23 @@ class ExportTask(BaseModel):
     input: ExportInput = Field(default_factory=ExportInput)
 
 
+class BoundedInput(TaskInput):
+    """BoundedWorkflow: hold a permit of a shared resource for some seconds; at most SemaphorePermits tasks hold the
+    same resource at once, the others wait their turn in arrival order."""
+
+    resource: ResourceName = Field(description="The shared resource's name", examples=["partner-api"])
+    seconds: int = Field(ge=0, le=86_400, description="How long the work holds the resource", examples=[30])
+
+
+class BoundedTask(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["bounded"]
+    input: BoundedInput
+
+
 # The request body: whichever task model its "type" names.
-TaskRequest = Annotated[DocumentsTask | ExportTask, Field(discriminator="type")]
+TaskRequest = Annotated[DocumentsTask | ExportTask | BoundedTask, Field(discriminator="type")]
 
 
 def task_models() -> tuple[type[BaseModel], ...]:
