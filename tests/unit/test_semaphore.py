@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -74,7 +75,8 @@ def test_a_free_permit_resumes_the_task_at_once(permits: Any, waiting_task: Call
     acquire(task, limit=3)
 
     output = json.loads(task.wait_until_closed()["output"])
-    assert output == {"resource": RESOURCE, "executionArn": task.execution_arn}
+    assert output == {"resource": RESOURCE, "executionArn": task.execution_arn, "grantedAt": output["grantedAt"]}
+    assert datetime.fromisoformat(output["grantedAt"]) <= datetime.now(UTC)
     assert holders(permits) == {task.execution_arn}
 
 

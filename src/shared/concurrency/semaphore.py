@@ -77,8 +77,8 @@ class Semaphore:
     def acquire(self, resource: str, limit: int, execution_arn: str, token: str) -> Acquired:
         """Queue the execution for a permit of `resource` (at most `limit` held at once); its task is resumed when
         it gets one, at once if one is free and nobody queued earlier."""
-        if self._holds(resource, execution_arn):
-            self._resume(Waiter(resource, execution_arn, token, limit))
+        if (since := self._held_since(resource, execution_arn)) is not None:
+            self._resume(Waiter(resource, execution_arn, token, limit), since)
             return Acquired.HELD
         now = time.time()
         self._table.update_item(  # a retried acquire keeps its place: queuedAt is set once
@@ -144,21 +144,23 @@ class Semaphore:
         """Hand free permits to the oldest waiters, each resumed; return how many were granted."""
         granted = 0
         while (waiter := self._oldest_waiter(resource)) is not None:
-            grant = self._grant(waiter)
+            grant, since = self._grant(waiter)
             if grant is Grant.FULL:
                 break
             if grant is Grant.ALREADY_HELD:  # a retried acquire raced its own grant: it holds, so it goes on
-                if self._drop(waiter.resource, waiter.execution_arn, waiter.token):
-                    self._resume(waiter)
+                held_since = self._held_since(resource, waiter.execution_arn)
+                if self._drop(waiter.resource, waiter.execution_arn, waiter.token) and held_since is not None:
+                    self._resume(waiter, held_since)
             elif grant is Grant.GRANTED:
                 granted += 1
-                if not self._resume(waiter):  # its task is closed (timed out, execution ended): give it back
+                if not self._resume(waiter, since):  # its task is closed (timed out, execution ended): give it back
                     self._free(resource, waiter.execution_arn)
             # Grant.GONE: another dispatcher got to this waiter first; look again
         return granted
 
-    def _grant(self, waiter: Waiter) -> Grant:
+    def _grant(self, waiter: Waiter) -> tuple[Grant, str]:
         """One transaction: count a permit taken (below the waiter's limit), record the holder, remove the waiter."""
+        since = datetime.now(UTC).isoformat()  # taken after this waiter was read as the oldest: grants are in order
         try:
             client("dynamodb").transact_write_items(
                 TransactItems=[
@@ -181,7 +183,7 @@ class Semaphore:
                             "Item": {
                                 **_wire_key(waiter.resource, HOLDER, waiter.execution_arn),
                                 "executionArn": {"S": waiter.execution_arn},
-                                "since": {"S": datetime.now(UTC).isoformat()},
+                                "since": {"S": since},
                             },
                             "ConditionExpression": "attribute_not_exists(#entry)",
                             "ExpressionAttributeNames": {"#entry": "entry"},
@@ -204,14 +206,16 @@ class Semaphore:
             if "TransactionConflict" in (head, holder, queued) or "ThrottlingError" in (head, holder, queued):
                 raise  # another transaction on these items, or a throttle: the invocation's retries take over
             if queued == "ConditionalCheckFailed":
-                return Grant.GONE
+                return Grant.GONE, since
             if holder == "ConditionalCheckFailed":
-                return Grant.ALREADY_HELD
+                return Grant.ALREADY_HELD, since
             if head == "ConditionalCheckFailed":
-                return Grant.FULL
+                return Grant.FULL, since
             raise
-        logger.info("permit granted", extra={"resource": waiter.resource, "executionArn": waiter.execution_arn})
-        return Grant.GRANTED
+        logger.info(
+            "permit granted", extra={"resource": waiter.resource, "executionArn": waiter.execution_arn, "since": since}
+        )
+        return Grant.GRANTED, since
 
     def _free(self, resource: str, execution_arn: str) -> bool:
         try:
@@ -253,9 +257,10 @@ class Semaphore:
         key = _key(resource, WAITER, execution_arn)
         return conditionally(lambda: self._table.delete_item(Key=key, **condition)) is not None
 
-    def _resume(self, waiter: Waiter) -> bool:
-        """SendTaskSuccess to the waiter's task; False if that task is already closed."""
-        output = {"resource": waiter.resource, "executionArn": waiter.execution_arn}
+    def _resume(self, waiter: Waiter, granted_at: str) -> bool:
+        """SendTaskSuccess to the waiter's task (the permit: resource, holder, when granted); False if that task is
+        already closed."""
+        output = {"resource": waiter.resource, "executionArn": waiter.execution_arn, "grantedAt": granted_at}
         try:
             client("stepfunctions").send_task_success(taskToken=waiter.token, output=json.dumps(output))
         except ClientError as exc:
@@ -266,9 +271,10 @@ class Semaphore:
         return True
 
     # --- reads ----------------------------------------------------------------------------------------------------
-    def _holds(self, resource: str, execution_arn: str) -> bool:
-        key = _key(resource, HOLDER, execution_arn)
-        return "Item" in self._table.get_item(Key=key, ConsistentRead=True)
+    def _held_since(self, resource: str, execution_arn: str) -> str | None:
+        """When the execution was granted its permit of `resource`, or None if it holds none."""
+        item = self._table.get_item(Key=_key(resource, HOLDER, execution_arn), ConsistentRead=True).get("Item")
+        return str(item["since"]) if item else None
 
     def _oldest_waiter(self, resource: str) -> Waiter | None:
         page = self._table.query(
