@@ -71,3 +71,16 @@ def task_log_settings() -> TaskLogSettings:
 @cache
 def task_api_settings() -> TaskApiSettings:
     return TaskApiSettings.model_validate(dict(os.environ))
+
+
+class AdmissionSettings(BaseModel):
+    """The admission queue's starter (template.yaml, concurrency control section)."""
+
+    queue_url: str = Field(alias="ADMISSION_QUEUE_URL", min_length=1)
+    state_machine_arn: str = Field(alias="ADMISSION_STATE_MACHINE_ARN", min_length=1)
+    max_running: int = Field(alias="ADMISSION_MAX_RUNNING", gt=0)
+
+
+@cache
+def admission_settings() -> AdmissionSettings:
+    return AdmissionSettings.model_validate(dict(os.environ))
