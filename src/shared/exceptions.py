@@ -80,3 +80,9 @@ class UnknownTaskTypeError(Exception):
 
 class ExportRefusedError(ExportNotStartedError):
     """HealthLake refused the kick-off for good (a 4xx other than 429: role, key, permissions); the run fails."""
+
+
+# ---- concurrency control (src/shared/concurrency) ----------------------------------------------------------------
+class ExecutionsThrottledError(Exception):
+    """ListExecutions stayed throttled after botocore's own retries; the gate task's Retry backs off and asks again
+    (a scheduled starter's invocation fails and is retried)."""

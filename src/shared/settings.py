@@ -84,3 +84,16 @@ class SemaphoreSettings(BaseModel):
 @cache
 def semaphore_settings() -> SemaphoreSettings:
     return SemaphoreSettings.model_validate(dict(os.environ))
+
+
+class AdmissionSettings(BaseModel):
+    """The admission queue's starter (template.yaml, concurrency control section)."""
+
+    queue_url: str = Field(alias="ADMISSION_QUEUE_URL", min_length=1)
+    state_machine_arn: str = Field(alias="ADMISSION_STATE_MACHINE_ARN", min_length=1)
+    max_running: int = Field(alias="ADMISSION_MAX_RUNNING", gt=0)
+
+
+@cache
+def admission_settings() -> AdmissionSettings:
+    return AdmissionSettings.model_validate(dict(os.environ))

@@ -111,6 +111,8 @@ REPLAYED = {
     "take_export_lock",
     "release_export_lock",
     "export_job",
+    "start_admitted",  # replayed in test_admission.py
+    "pass_gate",  # replayed in test_gate.py
     "publish_records",
     "task_api",
     "record_task_status",

@@ -1,0 +1,16 @@
+"""Scheduled: starts queued execution requests from the admission queue while fewer than MAX executions run."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from shared.concurrency.admission import admit
+from shared.observability import instrumented, logger
+from shared.settings import admission_settings
+
+
+@instrumented
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    admission = admit(admission_settings()).as_dict()
+    logger.info("admission", extra=admission)
+    return admission
