@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency demo local deploy clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -59,6 +59,9 @@ invoke: install
 # A report, not a test; SIZES=500,1000,2000 by default.
 bench: install
 	$(PY) -m tests.bench.bench $(if $(SIZES),--sizes $(SIZES))
+
+bench-concurrency: install
+	$(PY) -m tests.bench.concurrency
 
 demo: install
 	$(PY) -m localcloud demo

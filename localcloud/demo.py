@@ -189,11 +189,74 @@ def export_flow(cloud: LocalCloud) -> str:
     return f"{len(records)} records from {output['fileCount']} files published (since {output['since'] or 'the start'})"
 
 
+def semaphore_flow(cloud: LocalCloud, contenders: int = 30) -> str:
+    """30 executions of the bounded workflow contend for one resource's 3 permits (the callback semaphore): print
+    the holders and the waiters as they change, then check the limit held and the permits went in arrival order."""
+    sfn, dynamodb = cloud.client("stepfunctions"), cloud.client("dynamodb")
+    machine, table = cloud.stack.outputs["BoundedWorkflowArn"], cloud.stack.outputs["PermitTableName"]
+    limit = int(cloud.config.parameters.get("SemaphorePermits", "3"))
+    resource = f"demo-partner-api-{int(time.time())}"
+
+    def table_now() -> tuple[list[int], int]:
+        items = dynamodb.query(
+            TableName=table,
+            KeyConditionExpression="#r = :r",
+            ExpressionAttributeNames={"#r": "resource"},
+            ExpressionAttributeValues={":r": {"S": resource}},
+            ConsistentRead=True,
+        )["Items"]
+        held = sorted(number[i["executionArn"]["S"]] for i in items if i["entry"]["S"].startswith("holder#"))
+        return held, sum(i["entry"]["S"].startswith("waiter#") for i in items)
+
+    print(f"    {contenders} executions, {limit} permits of {resource}; each holds it 10-60 simulated seconds")
+    number: dict[str, int] = {}
+    for n in range(1, contenders + 1):  # each one in the table before the next starts: arrival order is known
+        arn = sfn.start_execution(
+            stateMachineArn=machine,
+            name=f"contender-{n:02d}-{int(time.time() * 1000)}",
+            input=json.dumps({"resource": resource, "seconds": 10 + (n * 7) % 51}),
+        )["executionArn"]
+        number[arn] = n
+        while n not in table_now()[0] and not _ended(sfn, arn):
+            time.sleep(0.01)
+    most, last = 0, None
+    while (now := table_now()) != ([], 0):
+        if now != last:
+            print(f"    holders {' '.join(f'#{n}' for n in now[0]):<12} waiting {now[1]}")
+            most, last = max(most, len(now[0])), now
+        time.sleep(0.05)
+    ends = [wait_for_execution(cloud, arn, show=False) for arn in number]
+    if any(end["status"] != "SUCCEEDED" for end in ends):
+        raise AssertionError(f"not every contender succeeded: {[end['status'] for end in ends]}")
+    if most > limit:
+        raise AssertionError(f"{most} holders at once, over the limit of {limit}")
+    granted = sorted(number, key=lambda arn: _granted_at(sfn, arn))
+    order = [number[arn] for arn in granted]
+    print(f"    admitted in this order: {' '.join(map(str, order))}")
+    if order != sorted(order):
+        raise AssertionError("permits were not granted in arrival order")
+    return f"{contenders} contenders, at most {most} holders at once, admitted in arrival order, 0 polling transitions"
+
+
+def _ended(sfn: Any, arn: str) -> bool:
+    return bool(sfn.describe_execution(executionArn=arn)["status"] != "RUNNING")
+
+
+def _granted_at(sfn: Any, arn: str) -> str:
+    """When the execution's permit was granted (its AcquirePermit task's output)."""
+    for event in sfn.get_execution_history(executionArn=arn)["events"]:
+        output = event.get("taskSucceededEventDetails", {}).get("output", "")
+        if "grantedAt" in output:
+            return str(json.loads(output)["grantedAt"])
+    raise AssertionError(f"{arn} was never granted a permit")
+
+
 FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
     ("Translate || Macie, resumed by their completion events, then pii tags", documents_flow),
     ("Lost completion events, recovered by the reconciler", lost_events_flow),
     ("Scheduled HealthLake export, fanned out as events", export_flow),
     ("Async API: POST /task over SigV4, poll the status, fetch the result", lambda cloud: api_flow(cloud)),
+    ("Callback semaphore: 30 contenders, 3 permits, no polling", semaphore_flow),
 ]
 
 

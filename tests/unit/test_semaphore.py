@@ -195,7 +195,8 @@ def test_the_sweeper_recovers_the_permit_of_an_execution_whose_end_was_not_seen(
     permits: Any, waiting_task: Callable[..., WaitingTask]
 ) -> None:
     # Given a holder that was stopped and whose status change event never came, and a waiter
-    holder, waiter, waiters_task = live_holder(waiting_task), waiting_task(), waiting_task()
+    holder, waiter = live_holder(waiting_task), waiting_task()
+    waiters_task = waiting_task(heartbeat_seconds=3600, timeout_seconds=7200)  # as AcquirePermit's: it heartbeats
     acquire(waiter, limit=1, token=waiters_task.token)  # the waiter's execution goes on running once granted
     holder.stop()
 
@@ -204,6 +205,22 @@ def test_the_sweeper_recovers_the_permit_of_an_execution_whose_end_was_not_seen(
     assert counts["released"] == 1
     assert wait_until(lambda: granted(waiters_task), "the waiter's permit")
     assert holders(permits) == {waiter.execution_arn}
+
+
+def test_the_sweeper_drops_a_waiter_whose_execution_ended_unseen(
+    permits: Any, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    holder = live_holder(waiting_task)
+    gone, next_in_line = [waiting_task(heartbeat_seconds=3600, timeout_seconds=7200) for _ in range(2)]
+    acquire(gone, limit=1)
+    acquire(next_in_line, limit=1)
+    gone.stop()  # and its status change event is lost
+
+    counts = invoke("sweep_permits", {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}})
+
+    assert counts == {"released": 0, "heartbeats": 1, "closed": 1}
+    release(holder)
+    assert wait_until(lambda: granted(next_in_line), "the next waiter's permit")
 
 
 def test_the_sweeper_keeps_live_waiters_alive_with_heartbeats(

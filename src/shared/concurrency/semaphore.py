@@ -116,25 +116,20 @@ class Semaphore:
         return entries
 
     def sweep(self) -> dict[str, int]:
-        """Recover what lost events left behind: permits and places of executions no longer RUNNING are given back;
-        live waiters get a heartbeat (their acquire tasks have HeartbeatSeconds); every resource is dispatched."""
+        """Recover what lost events left behind: a holder no longer RUNNING gives its permit back (DescribeExecution
+        tells); a waiter gets a heartbeat (its acquire task has HeartbeatSeconds), and leaves the queue if its task is
+        closed, which is also how a waiter of an ended execution is found; then every resource is dispatched."""
         counts = {"released": 0, "heartbeats": 0, "closed": 0}
-        by_execution: dict[str, list[tuple[Entry, str | None]]] = {}
-        for entry, token in self.participants():
-            by_execution.setdefault(entry.execution_arn, []).append((entry, token))
         resources: set[str] = set()
-        for execution_arn, entries in by_execution.items():
-            resources.update(entry.resource for entry, _ in entries)
-            if not _running(execution_arn):
-                counts["released"] += len(self.forget(execution_arn))
-                continue
-            for entry, token in entries:
-                if token is None:
-                    continue
-                if send_heartbeat(token, entry.resource):
-                    counts["heartbeats"] += 1
-                elif self._drop(entry.resource, execution_arn, token):  # its acquire task is closed
-                    counts["closed"] += 1
+        for entry, token in list(self.participants()):
+            resources.add(entry.resource)
+            if token is None:  # a holder
+                if not _running(entry.execution_arn) and self._free(entry.resource, entry.execution_arn):
+                    counts["released"] += 1
+            elif send_heartbeat(token, entry.resource):
+                counts["heartbeats"] += 1
+            elif self._drop(entry.resource, entry.execution_arn, token):
+                counts["closed"] += 1
         for resource in sorted(resources):
             self.dispatch(resource)
         return counts
