@@ -281,8 +281,15 @@ def main(argv: list[str] | None = None) -> int:
             ]
         for row in results["cost"]:
             print(json.dumps(row), flush=True)
-    # 200 contenders for 5 permits: the last waits over an hour (simulated), longer than the default wait
-    safety_parameters = {**parameters, "SemaphorePermits": "5", "SemaphoreWaitSeconds": "86400"}
+    # 200 contenders for 5 permits: the last waits over an hour (simulated), longer than the default wait; and a
+    # sweep heartbeats ~200 waiters one call after another, which takes seconds of real time, minutes at 60x: the
+    # default 15-minute heartbeat would be 15 real seconds here
+    safety_parameters = {
+        **parameters,
+        "SemaphorePermits": "5",
+        "SemaphoreWaitSeconds": "86400",
+        "SemaphoreHeartbeatSeconds": "3600",
+    }
     safety_config = replace(config, stack_name="bench-safety", parameters=safety_parameters)
     with LocalCloud(safety_config) as cloud:
         results["safety"] = safety(cloud, contenders=args.safety, permits=5, aborts=20, lost=5)

@@ -223,6 +223,22 @@ def test_the_sweeper_drops_a_waiter_whose_execution_ended_unseen(
     assert wait_until(lambda: granted(next_in_line), "the next waiter's permit")
 
 
+def test_a_refused_heartbeat_does_not_drop_a_waiter_whose_execution_runs(
+    permits: Any, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a waiter whose task refuses heartbeats while its execution runs (offline, a task refuses them until its
+    # acquire call has returned; this one has no HeartbeatSeconds at all)
+    holder, waiter = live_holder(waiting_task), waiting_task()
+    acquire(waiter, limit=1)
+
+    counts = invoke("sweep_permits", {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}})
+
+    # Then it keeps its place, and gets the permit when the holder releases
+    assert counts == {"released": 0, "heartbeats": 0, "closed": 0}
+    release(holder)
+    assert wait_until(lambda: granted(waiter), "the waiter's permit")
+
+
 def test_the_sweeper_keeps_live_waiters_alive_with_heartbeats(
     permits: Any, waiting_task: Callable[..., WaitingTask], clock: ManualClock
 ) -> None:

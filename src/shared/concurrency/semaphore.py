@@ -117,8 +117,9 @@ class Semaphore:
 
     def sweep(self) -> dict[str, int]:
         """Recover what lost events left behind: a holder no longer RUNNING gives its permit back (DescribeExecution
-        tells); a waiter gets a heartbeat (its acquire task has HeartbeatSeconds), and leaves the queue if its task is
-        closed, which is also how a waiter of an ended execution is found; then every resource is dispatched."""
+        tells); a waiter gets a heartbeat (its acquire task has HeartbeatSeconds), and leaves the queue if that is
+        refused and its execution is no longer RUNNING (a refusal alone can be a waiter whose acquire call is still
+        returning); then every resource is dispatched."""
         counts = {"released": 0, "heartbeats": 0, "closed": 0}
         resources: set[str] = set()
         for entry, token in list(self.participants()):
@@ -128,7 +129,7 @@ class Semaphore:
                     counts["released"] += 1
             elif send_heartbeat(token, entry.resource):
                 counts["heartbeats"] += 1
-            elif self._drop(entry.resource, entry.execution_arn, token):
+            elif not _running(entry.execution_arn) and self._drop(entry.resource, entry.execution_arn, token):
                 counts["closed"] += 1
         for resource in sorted(resources):
             self.dispatch(resource)
