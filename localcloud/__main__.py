@@ -18,6 +18,7 @@ from samtranslator.yaml_helper import yaml_parse
 from localcloud.clock import Clock
 from localcloud.cloud import CloudConfig, LocalCloud, log_path
 from localcloud.simulators import Simulator
+from localcloud.simulators.bda import BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
@@ -44,14 +45,15 @@ def _banner(cloud: LocalCloud) -> str:
 
 
 def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig, list[Simulator]]:
-    """Simulated Translate, Macie and HealthLake (with one data store, which the stack's export workflow uses), on
-    the clock the cloud will run on."""
+    """Simulated Translate, Macie, Bedrock Data Automation and HealthLake (with one data store, which the stack's
+    export workflow uses), on the clock the cloud will run on."""
     region = config.region
     healthlake = HealthLakeSimulator(region, delay_seconds=120, clock=clock, file_count=3, records_per_file=20)
     parameters = {"HealthLakeDatastoreId": healthlake.create_datastore("callback-kit"), **config.parameters}
     simulated = [
         TranslateSimulator(region, delay_seconds=120, clock=clock),
         MacieSimulator(region, delay_seconds=180, clock=clock),
+        BdaSimulator(region, delay_seconds=60, clock=clock),
         healthlake,
     ]
     return replace(config, parameters=parameters), simulated

@@ -25,8 +25,13 @@ from moto.stepfunctions.parser.asl.component.common.path import result_path
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import StateTaskService
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
+    StateTaskServiceSfn,
 )
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval import environment
@@ -101,6 +106,10 @@ SPEED = (
 STEP_FUNCTIONS = (
     Patch(StateTaskServiceAwsSdk, "_normalise_parameters", sfn._normalise_parameters, "gap 1"),
     Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn._normalise_response, "gap 1"),
+    Patch(StateTaskServiceSfn, "_normalise_parameters", sfn._sfn_normalise_parameters, "gap 1"),
+    Patch(StateTaskServiceSfn, "_normalise_response", sfn._normalise_response, "gap 1"),
+    Patch(StateTaskService, "_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES", sfn.SDK_SERVICE_NAMES, "gap 1"),
+    Patch(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", sfn.SDK_ERROR_PREFIXES, "gap 1"),
     Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn._setup_heartbeat_endpoint, "gap 3"),
     Patch(ExecutionWorker, "stop", sfn._stop, "gap 4"),
     Patch(ExecutionState, "_evaluate_with_timeout", sfn._evaluate_with_timeout, "gap 4"),

@@ -35,6 +35,7 @@ PARAMETERS = {
     "ExportRecheckDelaySeconds": "1",  # an SQS DelaySeconds: real time
     "ExportHeartbeatSeconds": str(8 * SPEEDUP),  # > the re-check delay, with room for a loaded 2-core machine
     "ExportTimeoutSeconds": str(15 * SPEEDUP),  # a stuck export fails quickly
+    "DataAutomationMaxConcurrentJobs": "5",  # the quota of most Regions (the simulated BDA enforces what a test sets)
     "LogLevel": "WARNING",
 }
 

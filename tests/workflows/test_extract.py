@@ -1,0 +1,130 @@
+"""The extract workflow on the offline cloud: batches of documents through Bedrock Data Automation, whose simulated
+runtime refuses any job beyond its concurrent-job quota (DataAutomationMaxConcurrentJobs = 5 in the session)."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.simulators.bda import BdaSimulator
+from tests.workflows.conftest import REGION
+
+QUOTA = 5  # the session's DataAutomationMaxConcurrentJobs
+WAIT_S = 240.0  # real seconds a batch may take on a busy 2-core machine
+
+
+@pytest.fixture
+def bda(cloud: LocalCloud) -> Iterator[BdaSimulator]:
+    """BDA with the quota the stack was given; each job takes 1-3 simulated minutes (1-3 s at the session's
+    speed-up), chosen per document and fixed by a seed."""
+    durations: dict[str, float] = {}
+    rng = random.Random(13)
+
+    def duration(uri: str) -> float:
+        return durations.setdefault(uri, rng.uniform(60, 180))
+
+    simulator = BdaSimulator(REGION, clock=cloud.clock, max_concurrent_jobs=QUOTA, durations=duration)
+    cloud.add_simulator(simulator)
+    yield simulator
+    simulator.stop()
+
+
+def put_documents(cloud: LocalCloud, prefix: str, names: list[str]) -> list[str]:
+    s3, bucket = cloud.client("s3"), cloud.stack.outputs["DocumentBucketName"]
+    for name in names:
+        s3.put_object(Bucket=bucket, Key=f"{prefix}{name}", Body=f"Invoice {name}: 3 widgets".encode())
+    return [f"{prefix}{name}" for name in names]
+
+
+def start(cloud: LocalCloud, request: dict[str, Any]) -> str:
+    return str(
+        cloud.client("stepfunctions").start_execution(
+            stateMachineArn=cloud.stack.outputs["ExtractWorkflowArn"],
+            name=f"extract-{uuid.uuid4().hex[:12]}",
+            input=json.dumps(request),
+        )["executionArn"]
+    )
+
+
+def finished(cloud: LocalCloud, arns: list[str]) -> list[dict[str, Any]]:
+    """Wait until every execution has ended; their descriptions."""
+    sfn, deadline = cloud.client("stepfunctions"), time.monotonic() + WAIT_S
+    ended: dict[str, dict[str, Any]] = {}
+    while len(ended) < len(arns):
+        assert time.monotonic() < deadline, f"{len(arns) - len(ended)} batches still running after {WAIT_S} s"
+        for arn in set(arns) - set(ended):
+            described = sfn.describe_execution(executionArn=arn)
+            if described["status"] != "RUNNING":
+                ended[arn] = described
+        time.sleep(0.2)
+    return [ended[arn] for arn in arns]
+
+
+def by_status(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for document in documents:
+        grouped.setdefault(document["status"], []).append(document)
+    return grouped
+
+
+def held(cloud: LocalCloud, resource: str) -> int:
+    item = cloud.client("dynamodb").get_item(
+        TableName=cloud.stack.outputs["PermitTableName"],
+        Key={"resource": {"S": resource}, "entry": {"S": "#"}},
+        ConsistentRead=True,
+    )
+    return int(item.get("Item", {}).get("held", {}).get("N", "0"))
+
+
+def test_two_batches_share_the_quota_and_list_successes_and_failures(cloud: LocalCloud, bda: BdaSimulator) -> None:
+    # Given 20 documents in two batches started at once: one by prefix (with one document BDA cannot read), one by list
+    run = uuid.uuid4().hex[:8]
+    by_prefix = put_documents(cloud, f"extract-test/{run}/a/", [f"doc-{n}.pdf" for n in range(9)] + ["fail-x.pdf"])
+    listed = put_documents(cloud, f"extract-test/{run}/b/", [f"doc-{n}.pdf" for n in range(10)])
+
+    # When both batches run
+    batches = finished(cloud, [start(cloud, {"prefix": f"extract-test/{run}/a/"}), start(cloud, {"documents": listed})])
+
+    # Then BDA ran 5 jobs at once at its peak, never more, and refused none: the semaphore kept the batches under it
+    assert (bda.peak_jobs, bda.rejected) == (QUOTA, 0)
+    assert len(bda.jobs) == 20
+
+    # And each batch succeeded, listing every document: successes with where BDA wrote them, the failure with its error
+    assert [b["status"] for b in batches] == ["SUCCEEDED", "SUCCEEDED"]
+    first, second = (by_status(json.loads(b["output"])["documents"]) for b in batches)
+    assert sorted(d["document"] for d in first["SUCCEEDED"]) == sorted(by_prefix[:9])
+    [failed] = first["FAILED"]
+    assert failed["document"] == by_prefix[9] and failed["error"] == "BedrockDataAutomation.ClientError"
+    assert sorted(d["document"] for d in second["SUCCEEDED"]) == sorted(listed) and "FAILED" not in second
+    s3, bucket = cloud.client("s3"), cloud.stack.outputs["DocumentBucketName"]
+    for document in first["SUCCEEDED"] + second["SUCCEEDED"]:
+        assert document["output"].startswith(f"s3://{bucket}/extract/") and document["output"].endswith(
+            f"/{document['jobId']}/job_metadata.json"
+        )
+        key = document["output"].removeprefix(f"s3://{bucket}/")
+        assert json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())["job_id"] == document["jobId"]
+
+    # And every permit was given back
+    assert held(cloud, f"bda:{REGION}") == 0
+
+    # (the throughput, for docs/extract.md: elapsed simulated time over the quota-bound ideal)
+    jobs = list(bda.jobs.values())
+    elapsed = max(j.end for j in jobs if j.end) - min(j.submitted for j in jobs)
+    ideal = sum(j.duration for j in jobs) / QUOTA
+    print(f"extract: 20 documents, quota {QUOTA}: efficiency {ideal / elapsed.total_seconds():.2f}")
+
+
+def test_an_empty_prefix_fails_the_batch_with_a_named_error(cloud: LocalCloud, bda: BdaSimulator) -> None:
+    # When a batch names a prefix without documents
+    [batch] = finished(cloud, [start(cloud, {"prefix": f"extract-test/{uuid.uuid4().hex}/"})])
+
+    # Then it fails with Extract.NoDocuments and started no job
+    assert batch["status"] == "FAILED" and batch["error"] == "Extract.NoDocuments"
+    assert bda.jobs == {}
