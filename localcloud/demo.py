@@ -235,7 +235,7 @@ def semaphore_flow(cloud: LocalCloud, contenders: int = 30) -> str:
     print(f"    admitted in this order: {' '.join(map(str, order))}")
     if order != sorted(order):
         raise AssertionError("permits were not granted in arrival order")
-    return f"{contenders} contenders, at most {most} holders at once, admitted in arrival order, 0 polling transitions"
+    return f"{contenders} contenders, at most {most} holders at once, admitted in arrival order"
 
 
 def _ended(sfn: Any, arn: str) -> bool:
