@@ -34,6 +34,12 @@ from localcloud.events import as_service
 LOG = logging.getLogger("localcloud.simulators")
 
 
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/key/or/prefix` -> (bucket, key or prefix)."""
+    bucket, _, key = uri.removeprefix("s3://").partition("/")
+    return bucket, key
+
+
 class ServiceError(Exception):
     """Raised by a simulator operation to answer with an AWS error (e.g. ResourceNotFoundException)."""
 

@@ -55,7 +55,7 @@ from botocore.exceptions import ClientError
 
 from localcloud.clock import Clock
 from localcloud.shapes import data_automation_status
-from localcloud.simulators import ServiceError, Simulator
+from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 
 EVENT_SOURCE = "aws.bedrock"
 DETAIL_TYPES = {
@@ -120,11 +120,6 @@ class _Job:
             self.status if self.status in MESSAGES else None,
             self.message,
         )
-
-
-def _split_s3_uri(uri: str) -> tuple[str, str]:
-    bucket, _, key = uri.removeprefix("s3://").partition("/")
-    return bucket, key
 
 
 class BdaSimulator(Simulator):
@@ -222,12 +217,12 @@ class BdaSimulator(Simulator):
         if job.outcome != "Success":
             return job.outcome, MESSAGES[job.outcome]
         s3 = self.client("s3")
-        in_bucket, in_key = _split_s3_uri(job.input_uri)
+        in_bucket, in_key = split_s3_uri(job.input_uri)
         try:
             body = s3.get_object(Bucket=in_bucket, Key=in_key)["Body"].read().decode(errors="replace")
         except ClientError as exc:
             return "ClientError", f"Unable to read the input document {job.input_uri}: {exc}"
-        out_bucket, folder = _split_s3_uri(job.output_uri)
+        out_bucket, folder = split_s3_uri(job.output_uri)
         result_key = f"{folder}0/standard_output/0/result.json"
         result = {
             "metadata": {"asset_id": "0", "semantic_modality": "DOCUMENT", "s3_bucket": in_bucket, "s3_key": in_key},
@@ -257,8 +252,8 @@ class BdaSimulator(Simulator):
     def _announce(self, job: _Job, status: str) -> None:
         if not job.events:
             return
-        in_bucket, in_key = _split_s3_uri(job.input_uri)
-        out_bucket, folder = _split_s3_uri(job.output_uri)
+        in_bucket, in_key = split_s3_uri(job.input_uri)
+        out_bucket, folder = split_s3_uri(job.output_uri)
         detail: dict[str, Any] = {
             "job_id": job.job_id,
             "job_status": EVENT_STATUS[status],

@@ -96,7 +96,7 @@ from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
 from localcloud.shapes import fhir_export_job
-from localcloud.simulators import ServiceError, Simulator
+from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 
 LOG = logging.getLogger("localcloud.simulators.healthlake")
 
@@ -257,11 +257,6 @@ def _parse_instant(value: str) -> datetime:
     if not _INSTANT.fullmatch(value):
         raise ValueError(f"{value!r} is not a FHIR instant (YYYY-MM-DDThh:mm:ss[.sss] with Z or an offset)")
     return datetime.fromisoformat(value).astimezone(UTC)
-
-
-def _split_s3_uri(uri: str) -> tuple[str, str]:
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    return bucket, prefix
 
 
 # How the FHIR endpoint answers the errors the API operations raise: (HTTP status, OperationOutcome issue code).
@@ -600,8 +595,8 @@ class HealthLakeSimulator(Simulator):
             last = max(by_type)
             failing = by_type.pop(last) if len(by_type) > 1 else [by_type[last].pop()]
         s3 = self.client("s3")
-        bucket, _ = _split_s3_uri(job.folder)
-        _, folder = _split_s3_uri(job.folder)
+        bucket, _ = split_s3_uri(job.folder)
+        _, folder = split_s3_uri(job.folder)
         output: list[tuple[str, str]] = []
         errors: list[tuple[str, str]] = []
         try:

@@ -46,7 +46,7 @@ from localcloud.shapes import (
     translation_job_prefix,
     write_translations,
 )
-from localcloud.simulators import ServiceError, Simulator
+from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 
 EVENT_SOURCE = "aws.translate"
 EVENT_DETAIL_TYPE = "Translate TextTranslationJob State Change"
@@ -94,11 +94,6 @@ class _Job:
         return text_translation_job(
             self.job_id, self.status, self.request, self.submitted, self.details, self.end, self.message
         )
-
-
-def _split_s3_uri(uri: str) -> tuple[str, str]:
-    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    return bucket, prefix
 
 
 class TranslateSimulator(Simulator):
@@ -222,7 +217,7 @@ class TranslateSimulator(Simulator):
         """Do the job against moto S3; returns (terminal status, Message, JobDetails)."""
         s3 = self.client("s3")
         in_uri, out_uri = job.request["InputDataConfig"]["S3Uri"], job.request["OutputDataConfig"]["S3Uri"]
-        in_bucket, in_prefix = _split_s3_uri(in_uri)
+        in_bucket, in_prefix = split_s3_uri(in_uri)
         try:
             pages = s3.get_paginator("list_objects_v2").paginate(Bucket=in_bucket, Prefix=in_prefix)
             keys = sorted(o["Key"] for page in pages for o in page.get("Contents", []) if not o["Key"].endswith("/"))
@@ -237,7 +232,7 @@ class TranslateSimulator(Simulator):
         if job.outcome == "FAILED":
             return "FAILED", "The job failed (simulated by localcloud).", translate_details(0, 0, len(keys))
         failing = {keys[0]} if job.outcome == "COMPLETED_WITH_ERROR" else set()
-        out_prefix = _split_s3_uri(out_uri)[1]
+        out_prefix = split_s3_uri(out_uri)[1]
         try:
             texts = {
                 key: s3.get_object(Bucket=in_bucket, Key=key)["Body"].read().decode(errors="replace") for key in keys

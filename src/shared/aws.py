@@ -36,3 +36,14 @@ def conditionally[T](write: Callable[[], T]) -> T | None:
         if error_code(exc) == "ConditionalCheckFailedException":
             return None
         raise
+
+
+def is_running(execution_arn: str) -> bool:
+    """Whether a Step Functions execution is RUNNING (one that does not exist is not)."""
+    try:
+        status = client("stepfunctions").describe_execution(executionArn=execution_arn)["status"]
+    except ClientError as exc:
+        if error_code(exc) == "ExecutionDoesNotExist":
+            return False
+        raise
+    return bool(status == "RUNNING")

@@ -72,27 +72,25 @@ SPEEDUP = 60.0
 
 # --- counting ----------------------------------------------------------------------------------------------------
 @contextmanager
-def counted_dynamodb() -> Iterator[Counter[str]]:
-    """Count DynamoDB item operations (every caller's, workers included: they reach the same backend)."""
+def counted(owner: type, names: tuple[str, ...]) -> Iterator[Counter[str]]:
+    """Count calls to `owner`'s methods `names` (every caller's: the functions' workers reach the same backend)."""
     counts: Counter[str] = Counter()
-    originals = {
-        name: getattr(DynamoDBBackend, name) for name in ("put_item", "get_item", "update_item", "delete_item")
-    }
+    originals = {name: getattr(owner, name) for name in names}
 
     def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def operation(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+        def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
             counts[name] += 1
             return original(self, *args, **kwargs)
 
         return operation
 
     for name, original in originals.items():
-        setattr(DynamoDBBackend, name, counting(name, original))
+        setattr(owner, name, counting(name, original))
     try:
         yield counts
     finally:
         for name, original in originals.items():
-            setattr(DynamoDBBackend, name, original)
+            setattr(owner, name, original)
 
 
 def history(cloud: LocalCloud, arn: str) -> list[dict[str, Any]]:
@@ -172,15 +170,15 @@ def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
     def run(machine: str, minutes: int) -> tuple[list[dict[str, Any]], Counter[str], int]:
         cloud.add_simulator(TranslateSimulator(cloud.config.region, delay_seconds=minutes * 60, clock=cloud.clock))
         job_id = start_translation(cloud)
-        invocations_before = _invocations(cloud)
-        with counted_dynamodb() as ddb:
+        invocations_before = invocations(cloud)
+        with counted(DynamoDBBackend, ("put_item", "get_item", "update_item", "delete_item")) as ddb:
             arn = sfn.start_execution(
                 stateMachineArn=machine, input=json.dumps({"jobId": job_id, "pollSeconds": POLL_SECONDS})
             )["executionArn"]
             described = wait_ended(cloud, arn)
             cloud.runtime.drain()
         assert described["status"] == "SUCCEEDED", described
-        return history(cloud, arn), ddb, _invocations(cloud) - invocations_before
+        return history(cloud, arn), ddb, invocations(cloud) - invocations_before
 
     def entered(events: list[dict[str, Any]]) -> Counter[str]:
         return Counter(e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered"))
@@ -217,7 +215,7 @@ def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
     return rows
 
 
-def _invocations(cloud: LocalCloud) -> int:
+def invocations(cloud: LocalCloud) -> int:
     """Invocations so far, from the START lines of the function log."""
     return sum(" START RequestId: " in line for line in cloud.function_log.read_text().splitlines())
 

@@ -22,8 +22,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -33,40 +32,13 @@ from moto.stepfunctions.responses import StepFunctionResponse
 
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import route_logs
-from tests.bench.bench import history, wait_ended
+from tests.bench.bench import counted, history, invocations, wait_ended
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEEDUP = 60.0
 LIMIT = 3
 SECTION_SECONDS = 30
 DYNAMODB_CALLS = ("put_item", "get_item", "update_item", "delete_item", "query", "scan", "transact_write_items")
-
-
-@contextmanager
-def counted(owner: type, names: tuple[str, ...]) -> Iterator[Counter[str]]:
-    """Count API calls by the operations' request handlers (one per request, from every caller: the functions'
-    workers and the state machines reach the same handlers)."""
-    counts: Counter[str] = Counter()
-    originals = {name: getattr(owner, name) for name in names}
-
-    def counting(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-        def operation(self: Any) -> Any:
-            counts[name] += 1
-            return original(self)
-
-        return operation
-
-    for name, original in originals.items():
-        setattr(owner, name, counting(name, original))
-    try:
-        yield counts
-    finally:
-        for name, original in originals.items():
-            setattr(owner, name, original)
-
-
-def invocations(cloud: LocalCloud) -> int:
-    return sum(" START RequestId: " in line for line in cloud.function_log.read_text().splitlines())
 
 
 HARNESS_LISTS: Counter[str] = Counter()  # the harness's own ListExecutions calls, not counted as the approach's

@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from shared.aws import client, conditionally, error_code, table
+from shared.aws import client, conditionally, error_code, is_running, table
 from shared.observability import logger, token_ref
 from shared.tasktoken import TOLERATED_CALLBACK_ERRORS, send_heartbeat
 
@@ -109,7 +109,7 @@ class Semaphore:
 
     def forget(self, execution_arn: str) -> list[Entry]:
         """Everything an execution that ended still holds or waits for, released or dropped (its status change
-        event, or the sweeper when that event was lost)."""
+        event; when that event is lost, the sweeper recovers the same, holder by holder and waiter by waiter)."""
         entries = list(self.entries_of(execution_arn))
         for entry in entries:
             self.release(entry.resource, entry.execution_arn)
@@ -125,11 +125,11 @@ class Semaphore:
         for entry, token in list(self.participants()):
             resources.add(entry.resource)
             if token is None:  # a holder
-                if not _running(entry.execution_arn) and self._free(entry.resource, entry.execution_arn):
+                if not is_running(entry.execution_arn) and self._free(entry.resource, entry.execution_arn):
                     counts["released"] += 1
             elif send_heartbeat(token, entry.resource):
                 counts["heartbeats"] += 1
-            elif not _running(entry.execution_arn) and self._drop(entry.resource, entry.execution_arn, token):
+            elif not is_running(entry.execution_arn) and self._drop(entry.resource, entry.execution_arn, token):
                 counts["closed"] += 1
         for resource in sorted(resources):
             self.dispatch(resource)
@@ -312,16 +312,6 @@ class Semaphore:
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
-def _running(execution_arn: str) -> bool:
-    try:
-        status = client("stepfunctions").describe_execution(executionArn=execution_arn)["status"]
-    except ClientError as exc:
-        if error_code(exc) == "ExecutionDoesNotExist":
-            return False
-        raise
-    return bool(status == "RUNNING")
 
 
 def _reasons(exc: ClientError, count: int) -> list[str]:

@@ -7,9 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from shared.aws import client, conditionally, error_code, table
+from shared.aws import conditionally, is_running, table
 from shared.observability import logger
 
 RUN = "RUN"
@@ -39,7 +37,7 @@ class RunLock:
         holder_arn = str(holder.get("executionArn", ""))
         if holder_arn == execution_arn:
             return Lock(True, holder.get("lastRunTime"))
-        if holder_arn and not _is_running(holder_arn):
+        if holder_arn and not is_running(holder_arn):
             logger.warning("stale export lock taken over", extra={"holder": holder_arn})
             claimed = self._claim(execution_arn, trigger_time, "executionArn = :holder", {":holder": holder_arn})
             if claimed is not None:
@@ -79,13 +77,3 @@ class RunLock:
             )
         )
         return None if claimed is None else dict(claimed["Attributes"])
-
-
-def _is_running(execution_arn: str) -> bool:
-    try:
-        status = client("stepfunctions").describe_execution(executionArn=execution_arn)["status"]
-    except ClientError as exc:
-        if error_code(exc) == "ExecutionDoesNotExist":
-            return False
-        raise
-    return bool(status == "RUNNING")
