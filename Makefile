@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract demo local deploy clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -62,6 +62,10 @@ bench: install
 
 bench-concurrency: install
 	$(PY) -m tests.bench.concurrency
+
+# 200 documents in 4 batches under a BDA quota of 5: peak jobs, refusals, efficiency; callback vs polling per document.
+bench-extract: install
+	$(PY) -m tests.bench.extract
 
 demo: install
 	$(PY) -m localcloud demo

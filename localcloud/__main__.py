@@ -91,7 +91,9 @@ def demo(config: CloudConfig) -> int:
     log_file.parent.mkdir(parents=True, exist_ok=True)
     log_file.write_text("")
     clock = Clock(config.speedup)
-    config, simulated = _simulated_services(replace(config, function_log=log_file), clock)
+    # The BDA quota of most Regions (5, not us-east-1's 25), so that the extract flow's 40 documents wait for it.
+    parameters = {"DataAutomationMaxConcurrentJobs": "5", **config.parameters}
+    config, simulated = _simulated_services(replace(config, function_log=log_file, parameters=parameters), clock)
     route_logs(log_file)
     with LocalCloud(config, clock) as cloud:
         for simulator in simulated:

@@ -22,6 +22,7 @@ from botocore.credentials import Credentials
 from localcloud import simulators
 from localcloud.cloud import LocalCloud
 from localcloud.httpapi import Credential
+from localcloud.simulators.bda import HIGH_QUOTA_REGIONS, BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
@@ -251,12 +252,63 @@ def _granted_at(sfn: Any, arn: str) -> str:
     raise AssertionError(f"{arn} was never granted a permit")
 
 
+def extract_flow(cloud: LocalCloud, batches: int = 2, per_batch: int = 20) -> str:
+    """Two extract tasks over the API, 20 documents each, at once: Bedrock Data Automation (simulated, refusing any
+    job over its quota; 2 simulated minutes a job) runs them together under the Region's quota; print each task's
+    documents done as it goes."""
+    region = cloud.config.region
+    quota = int(cloud.config.parameters.get("DataAutomationMaxConcurrentJobs", "0")) or (
+        25 if region in HIGH_QUOTA_REGIONS else 5
+    )
+    bda = BdaSimulator(region, delay_seconds=120, clock=cloud.clock, max_concurrent_jobs=quota)
+    cloud.add_simulator(bda)
+    assert cloud.http is not None, "template.yaml declares no HTTP API"
+    api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
+    s3, bucket = cloud.client("s3"), cloud.stack.outputs["DocumentBucketName"]
+    run = time.time_ns()
+    locations = []
+    for batch in range(batches):
+        prefix = f"demo-extract/{run}/batch-{batch}/"
+        for n in range(per_batch):
+            s3.put_object(Bucket=bucket, Key=f"{prefix}invoice-{n:02d}.pdf", Body=f"Invoice {n}: 3 widgets".encode())
+        submitted = api.request("POST", "/task", {"type": "extract", "input": {"prefix": prefix}})
+        print(f"    POST /task extract {prefix} -> {submitted.status_code} {submitted.headers.get('Location')}")
+        if submitted.status_code != 202:
+            raise AssertionError(f"POST /task answered {submitted.status_code}: {submitted.text}")
+        locations.append(submitted.headers["Location"])
+    print(f"    Bedrock Data Automation quota: {quota} jobs at once")
+    shown, deadline = "", time.monotonic() + 120
+    while True:
+        tasks = [api.request("GET", location).json() for location in locations]
+        line = "  ".join(
+            f"{t['status']} {t['detail']['done']}/{per_batch}" if "done" in t["detail"] else t["status"] for t in tasks
+        )
+        if line != shown:
+            print(f"    {line}   BDA running {bda.running_jobs}", flush=True)
+            shown = line
+        if all(t["status"] in ("SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "CANCELLED") for t in tasks):
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"tasks not done after 120 s: {line}")
+        time.sleep(0.2)
+    if any(t["status"] != "SUCCEEDED" for t in tasks):
+        raise AssertionError(f"tasks ended {[t['status'] for t in tasks]}")
+    extracted = sum(
+        d["status"] == "SUCCEEDED" for t in tasks for d in api.request("GET", t["resultUrl"]).json()["documents"]
+    )
+    print(f"    BDA: {len(bda.jobs)} jobs, at most {bda.peak_jobs} at once, {bda.rejected} refused over the quota")
+    if (bda.peak_jobs > quota) or bda.rejected or extracted != batches * per_batch:
+        raise AssertionError(f"peak {bda.peak_jobs}, refused {bda.rejected}, extracted {extracted}")
+    return f"{extracted} documents in {batches} batches, at most {bda.peak_jobs} BDA jobs at once (quota {quota})"
+
+
 FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
     ("Translate || Macie, resumed by their completion events, then pii tags", documents_flow),
     ("Lost completion events, recovered by the reconciler", lost_events_flow),
     ("Scheduled HealthLake export, fanned out as events", export_flow),
     ("Async API: POST /task over SigV4, poll the status, fetch the result", lambda cloud: api_flow(cloud)),
     ("Callback semaphore: 30 contenders, 3 permits, no polling", semaphore_flow),
+    ("Bedrock Data Automation: two extract tasks share the Region's job quota", extract_flow),
 ]
 
 

@@ -122,12 +122,27 @@ def test_two_batches_share_the_quota_and_list_successes_and_failures(cloud: Loca
     print(f"extract: 20 documents, quota {QUOTA}: efficiency {ideal / elapsed.total_seconds():.2f}")
 
 
-def test_an_empty_prefix_fails_the_batch_with_a_named_error(cloud: LocalCloud, bda: BdaSimulator) -> None:
-    # When a batch names a prefix without documents
-    [batch] = finished(cloud, [start(cloud, {"prefix": f"extract-test/{uuid.uuid4().hex}/"})])
+def test_a_batch_of_none_or_too_many_documents_fails_with_a_named_error_and_starts_nothing(
+    cloud: LocalCloud, bda: BdaSimulator
+) -> None:
+    # Given a prefix with 501 documents, one over a batch's 500 (its result must fit in a 256 KB payload)
+    crowded = f"extract-test/{uuid.uuid4().hex}/"
+    keys = put_documents(cloud, crowded, [f"{n:03d}.pdf" for n in range(501)])
 
-    # Then it fails with Extract.NoDocuments and started no job
-    assert batch["status"] == "FAILED" and batch["error"] == "Extract.NoDocuments"
+    # When batches name an empty prefix, an empty list, that prefix, and its 501 keys
+    empty_prefix, empty_list, too_many, too_long = finished(
+        cloud,
+        [
+            start(cloud, {"prefix": f"extract-test/{uuid.uuid4().hex}/"}),
+            start(cloud, {"documents": []}),
+            start(cloud, {"prefix": crowded}),
+            start(cloud, {"documents": keys}),
+        ],
+    )
+
+    # Then each fails with a named error saying why, and no job was started
+    assert [(b["status"], b["error"]) for b in (empty_prefix, empty_list)] == [("FAILED", "Extract.NoDocuments")] * 2
+    assert [(b["status"], b["error"]) for b in (too_many, too_long)] == [("FAILED", "Extract.TooManyDocuments")] * 2
     assert bda.jobs == {}
 
 

@@ -72,12 +72,12 @@ class BoundedTask(BaseModel):
 
 class ExtractInput(TaskInput):
     """ExtractWorkflow: extract documents of the document bucket with Bedrock Data Automation (the template's project
-    and profile), at most the Region's concurrent-job quota at once across every batch; either a prefix (its first
-    1,000 objects) or a list of keys. The status log counts the documents done."""
+    and profile), at most the Region's concurrent-job quota at once across every batch; either a prefix or a list of
+    keys, at most 500 documents a batch. The status log counts the documents done."""
 
     prefix: S3Prefix | None = Field(default=None, description="Folder of the documents", examples=["incoming/"])
     documents: list[S3Key] | None = Field(
-        default=None, min_length=1, max_length=1000, description="Keys of the documents", examples=[["a.pdf"]]
+        default=None, min_length=1, max_length=500, description="Keys of the documents", examples=[["a.pdf"]]
     )
 
     @model_validator(mode="after")
