@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--per-batch", type=int, default=50)
     parser.add_argument("--minutes", type=float, nargs=2, default=(1.0, 3.0), help="job durations, simulated")
-    parser.add_argument("--speedup", type=float, default=60.0, help="simulated seconds per real second")
+    parser.add_argument("--speedup", type=float, default=20.0, help="simulated seconds per real second")
     parser.add_argument("--seed", type=int, default=13)
     args = parser.parse_args(argv)
     out = ROOT / ".aws-sam" / "bench"
