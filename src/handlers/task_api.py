@@ -1,7 +1,8 @@
 """The async request/reply HTTP API (HttpApi, IAM auth on every route): POST /task and the task's resources.
 
-Requests are validated from the models (Powertools, enable_validation) before anything is written or started;
-domain errors become HTTP statuses in one place, the exception handlers at the end of this module.
+A body is checked on its raw bytes first (size, JSON Content-Type, UTF-8), then parsed as one JSON object and
+validated from the models (Powertools' validation) before anything is written or started; errors become HTTP
+statuses, each with the one ErrorMessage body, in one place: the exception handlers at the end of this module.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+from aws_lambda_powertools.event_handler.types import EventHandlerInstance
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
@@ -92,7 +94,7 @@ class ErrorMessage(BaseModel):
     status: str | None = Field(default=None, description="404 of a pending result, 409: the task's status")
 
 
-def _checked_body(event: APIGatewayProxyEventV2) -> None:
+def _checked_body(event: BaseProxyEvent) -> None:
     """Refuse a body on its raw bytes, before anything parses it: over the limit (413), not declared JSON (415),
     not UTF-8 (400). API Gateway base64-encodes a body that is not text; the limit is on the decoded bytes."""
     body = event.body or ""
@@ -137,7 +139,7 @@ class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
     """Powertools' request validation, reading a body only once `_checked_body` passed it, and only as JSON
     (Powertools would read a form or multipart body as the model too)."""
 
-    def _get_body(self, app: Any) -> dict[str, Any]:
+    def _get_body(self, app: EventHandlerInstance) -> dict[str, Any]:
         _checked_body(app.current_event)
         return self._parse_json_data(app)
 
