@@ -1,31 +1,43 @@
 """The async request/reply HTTP API (HttpApi, IAM auth on every route): POST /task and the task's resources.
 
-Requests are validated from the models (Powertools, enable_validation) before anything is written or started;
-domain errors become HTTP statuses in one place, the exception handlers at the end of this module.
+A body is checked on its raw bytes first (size, JSON Content-Type, UTF-8), then parsed as one JSON object and
+validated from the models (Powertools' validation) before anything is written or started; errors become HTTP
+statuses, each with the one ErrorMessage body, in one place: the exception handlers at the end of this module.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Annotated, Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+    OpenAPIRequestValidationMiddleware,
+    OpenAPIResponseValidationMiddleware,
+)
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Header, Path
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from aws_lambda_powertools.event_handler.types import EventHandlerInstance
+from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
 from shared.exceptions import (
     IdempotencyKeyReusedError,
     NoResultError,
+    RequestNotJsonError,
     RequestTooLargeError,
     ResultNotReadyError,
     TaskAlreadyEndedError,
     TaskNotFoundError,
     UnknownTaskTypeError,
+    UnsupportedMediaTypeError,
 )
 from shared.observability import instrumented
 from shared.settings import task_api_settings
@@ -73,19 +85,68 @@ class History(BaseModel):
 
 
 class ErrorMessage(BaseModel):
-    message: str
-    errors: list[dict[str, Any]] | None = None
-    status: str | None = None
+    """The body of every 4xx answer (API Gateway's own 403 has the same `message`)."""
+
+    message: str = Field(description="What was wrong, for a person to read")
+    errors: list[dict[str, Any]] | None = Field(
+        default=None, description="422: one `{field, message, type}` per invalid field (e.g. `input.targetLanguages`)"
+    )
+    status: str | None = Field(default=None, description="404 of a pending result, 409: the task's status")
 
 
-def _limited_json(body: str) -> Any:
-    """The JSON body, refused before parsing when it exceeds the limit (the one place the body is read)."""
-    if len(body.encode()) > task_api_settings().max_request_bytes:
-        raise RequestTooLargeError(f"the request body exceeds {task_api_settings().max_request_bytes} bytes")
-    return json.loads(body)
+def _checked_body(event: BaseProxyEvent) -> None:
+    """Refuse a body on its raw bytes, before anything parses it: over the limit (413), not declared JSON (415),
+    not UTF-8 (400). API Gateway base64-encodes a body that is not text; the limit is on the decoded bytes."""
+    body = event.body or ""
+    try:
+        raw = (
+            base64.b64decode(body, validate=True) if event.is_base64_encoded else body.encode("utf-8", "surrogatepass")
+        )
+    except binascii.Error as exc:
+        raise RequestNotJsonError("the request body is not valid base64") from exc
+    limit = task_api_settings().max_request_bytes
+    if len(raw) > limit:
+        raise RequestTooLargeError(f"the request body exceeds {limit} bytes")
+    content_type = event.headers.get("content-type", "")
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type != "application/json" and not (
+        media_type.startswith("application/") and media_type.endswith("+json")
+    ):
+        raise UnsupportedMediaTypeError(
+            f"the request body must be JSON (Content-Type: application/json), not {content_type!r}"
+        )
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestNotJsonError(f"the request body is not valid UTF-8: {exc.reason} at byte {exc.start}") from exc
 
 
-app = APIGatewayHttpResolver(enable_validation=True, json_body_deserializer=_limited_json)
+def _json_object(body: str) -> dict[str, Any]:
+    """The body parsed as JSON; it must be an object (a task in an array, or bare, is not a request)."""
+    try:
+        parsed = json.loads(body)
+    except RecursionError as exc:
+        raise RequestNotJsonError("the request body is not valid JSON: nested too deeply") from exc
+    except ValueError as exc:
+        raise RequestNotJsonError(f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(parsed, dict):
+        error = {"type": "dict_type", "loc": ("body",), "msg": "must be a JSON object", "input": parsed}
+        raise RequestValidationError([error])
+    return parsed
+
+
+class _JsonBodyValidation(OpenAPIRequestValidationMiddleware):
+    """Powertools' request validation, reading a body only once `_checked_body` passed it, and only as JSON
+    (Powertools would read a form or multipart body as the model too)."""
+
+    def _get_body(self, app: EventHandlerInstance) -> dict[str, Any]:
+        _checked_body(app.current_event)
+        return self._parse_json_data(app)
+
+
+# Validation is added as middlewares rather than with enable_validation, so that the request's is the one above.
+app = APIGatewayHttpResolver(json_body_deserializer=_json_object)
+app.use([_JsonBodyValidation(), OpenAPIResponseValidationMiddleware()])  # type: ignore[no-untyped-call]
 
 
 def _owner() -> str:
@@ -121,6 +182,11 @@ def _json(description: str, model: type[BaseModel] = ErrorMessage) -> OpenAPIRes
     return {"description": description, "content": {"application/json": {"model": model}}}
 
 
+# The errors every route can answer (each 4xx body is an ErrorMessage).
+FORBIDDEN = {403: _json("Unsigned or badly signed (API Gateway), or no IAM caller identity")}
+BY_ID = {**FORBIDDEN, 422: _json("The task id is invalid (1-80 characters)")}
+
+
 def _error(
     code: HTTPStatus,
     message: str,
@@ -138,9 +204,14 @@ def _error(
     summary="Submit a task",
     responses={
         202: _json("Accepted: follow Location", Accepted),
-        400: _json("The body is not JSON"),
-        413: _json("The body is too large"),
-        422: _json("Invalid request, unknown type, or an Idempotency-Key reused for another request"),
+        400: _json("The body is not JSON (malformed, not UTF-8, or nested too deeply)"),
+        **FORBIDDEN,
+        413: _json("The body is too large (checked before it is read)"),
+        415: _json("The body is not declared JSON: Content-Type must be application/json (or application/*+json)"),
+        422: _json(
+            "Invalid request (the body is not a JSON object, a field is missing or invalid), unknown type, or an"
+            " Idempotency-Key reused for another request"
+        ),
     },
 )
 def submit(
@@ -163,6 +234,7 @@ def submit(
     responses={
         200: _json("The task", TaskStatus),
         404: _json("No such task of yours"),
+        **BY_ID,
     },
 )
 def get_task(task_id: TaskId) -> Response[TaskStatus]:
@@ -174,8 +246,9 @@ def get_task(task_id: TaskId) -> Response[TaskStatus]:
     summary="The task's result",
     responses={
         200: {"description": "The workflow's output", "content": {"application/json": {}}},
-        404: {"description": "Not ready yet (Retry-After), or no such task of yours"},
+        404: _json("Not ready yet (Retry-After; `status` is the task's), or no such task of yours"),
         409: _json("The task ended without a result"),
+        **BY_ID,
     },
 )
 def get_result(task_id: TaskId) -> Response[Any]:
@@ -188,6 +261,7 @@ def get_result(task_id: TaskId) -> Response[Any]:
     responses={
         200: _json("The log", History),
         404: _json("No such task of yours"),
+        **BY_ID,
     },
 )
 def get_history(task_id: TaskId) -> History:
@@ -202,6 +276,7 @@ def get_history(task_id: TaskId) -> History:
         200: _json("Cancelled (again)", TaskStatus),
         404: _json("No such task of yours"),
         409: _json("The task already ended"),
+        **BY_ID,
     },
 )
 def cancel_task(task_id: TaskId) -> Response[TaskStatus]:
@@ -233,12 +308,20 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc[2 if tagged else 1 :]) or "body"
 
 
+@on(RequestNotJsonError)
+def not_json(exc: RequestNotJsonError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.BAD_REQUEST, str(exc))
+
+
+@on(UnsupportedMediaTypeError)
+def not_declared_json(exc: UnsupportedMediaTypeError) -> Response[dict[str, Any]]:
+    return _error(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, str(exc))
+
+
 @on(RequestValidationError)
 def invalid_request(exc: RequestValidationError) -> Response[dict[str, Any]]:
     errors = []
     for error in exc.errors():
-        if error["type"] == "json_invalid":
-            return _error(HTTPStatus.BAD_REQUEST, f"the request body is not valid JSON: {error['ctx']['error']}")
         field = _field(tuple(error["loc"]))
         if error["type"] in {"union_tag_invalid", "union_tag_not_found"}:
             field = "type"
@@ -290,6 +373,12 @@ def already_ended(exc: TaskAlreadyEndedError) -> Response[dict[str, Any]]:
 @on(PermissionError)
 def forbidden(exc: PermissionError) -> Response[dict[str, Any]]:
     return _error(HTTPStatus.FORBIDDEN, str(exc))
+
+
+@on(NotFoundError)
+def no_route(exc: NotFoundError) -> Response[dict[str, Any]]:
+    event = app.current_event
+    return _error(HTTPStatus.NOT_FOUND, f"no route {event.http_method} {event.path}")
 
 
 @instrumented

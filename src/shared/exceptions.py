@@ -7,6 +7,10 @@ class TokenConflictError(Exception):
     """Another task token is already registered for this job."""
 
 
+class JobIdTooLongError(ValueError):
+    """A job id whose token-table key would exceed DynamoDB's 2048-byte partition key limit."""
+
+
 class UnknownServiceError(ValueError):
     """A registration names a service no adapter describes."""
 
@@ -66,6 +70,14 @@ class RequestTooLargeError(Exception):
     """The request body exceeds the API's limit."""
 
 
+class UnsupportedMediaTypeError(Exception):
+    """The request body is not declared JSON (Content-Type application/json or application/*+json)."""
+
+
+class RequestNotJsonError(Exception):
+    """The request body is not JSON: not UTF-8, malformed, or nested deeper than the parser goes."""
+
+
 class ExportBusyError(ExportNotStartedError):
     """HealthLake refused the kick-off because another export is running (one at a time per account and Region)."""
 
@@ -80,6 +92,10 @@ class UnknownTaskTypeError(Exception):
 
 class ExportRefusedError(ExportNotStartedError):
     """HealthLake refused the kick-off for good (a 4xx other than 429: role, key, permissions); the run fails."""
+
+
+class NotAnEndError(ValueError):
+    """The status recorder was handed an execution status that is not an end (RUNNING, PENDING_REDRIVE)."""
 
 
 # ---- concurrency control (src/shared/concurrency) ----------------------------------------------------------------

@@ -22,7 +22,7 @@ from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from localcloud.clock import ManualClock
-from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
+from shared.exceptions import JobIdTooLongError, TokenConflictError, UnknownJobEventError, UnknownServiceError
 from tests.unit.payloads import translate_job
 from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
 from tests.unit.waiting import WaitingTask
@@ -160,6 +160,31 @@ def test_a_registration_for_a_service_no_adapter_knows_is_refused_and_nothing_is
         assert known in str(refused.value)
     assert token not in str(refused.value)
     assert aws.items() == []
+
+
+def test_a_job_id_too_long_for_a_key_is_refused_by_name_and_nothing_is_written(aws: Aws) -> None:
+    # Given job ids whose key ("translate#" + id) is one byte over DynamoDB's 2048-byte partition key limit
+    token = "AQCEAAAAKgAAAAMAAAAAAAAAAQ-long-job-id-token"
+    too_long = ["j" * 2039, "é" * 1019 + "j"]  # 2039 bytes either way
+
+    for job_id in too_long:
+        # When a workflow registers for it, or its completion arrives
+        with pytest.raises(JobIdTooLongError) as registered:
+            register(token, job_id)
+        with pytest.raises(JobIdTooLongError):
+            complete("COMPLETED", job_id)
+
+        # Then both are refused with the named error (not DynamoDB's ValidationException), and nothing is stored
+        assert "2039 bytes" in str(registered.value)
+        assert token not in str(registered.value)
+    assert aws.items() == []
+
+
+def test_a_job_id_that_just_fits_a_key_is_registered(aws: Aws) -> None:
+    job_id = "j" * 2038  # "translate#" + 2038 bytes: exactly 2048
+
+    assert register("AQCEAAAAKgAAAAMAAAAAAAAAAQ-longest-job-id", job_id) == "REGISTERED"
+    assert [item["jobKey"] for item in aws.items()] == [f"translate#{job_id}"]
 
 
 def test_job_ids_of_different_services_never_collide(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> None:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from tests.unit.support import invoke
+import pytest
+
+from shared.exceptions import NotAnEndError
+from tests.unit.support import Deployed, invoke
 from tests.unit.task_support import GOOD_INPUT, TaskAccount, http_event, status_change
 
 
@@ -63,3 +66,28 @@ def test_the_first_end_wins_and_later_ones_change_nothing(tasks: TaskAccount) ->
 
     assert [r["recorded"] for r in results] == [True, False, False]
     assert [e["status"] for e in tasks.log(task_id)] == ["SUBMITTED", "RUNNING", "TIMED_OUT"]
+
+
+@pytest.mark.parametrize("status", ["RUNNING", "PENDING_REDRIVE"])
+def test_a_status_that_does_not_end_the_execution_is_refused_and_writes_nothing(
+    status: str, tasks: TaskAccount
+) -> None:
+    # Given a running task
+    task_id = submitted(tasks)
+    before = tasks.log(task_id)
+
+    # When the recorder is handed a status change that is not an end (the rule never delivers one)
+    with pytest.raises(NotAnEndError) as refused:
+        invoke("record_task_status", status_change(tasks.execution_arn(task_id), status))
+
+    # Then it is refused by name, and the task is still running as it was
+    assert status in str(refused.value)
+    assert tasks.log(task_id) == before
+
+
+def test_the_status_rule_delivers_exactly_the_ends_the_recorder_takes(stack: Deployed) -> None:
+    from shared.tasks.recorder import EXECUTION_ENDS
+
+    (rule,) = stack.rule_patterns("record_task_status").values()
+
+    assert set(rule["detail"]["status"]) == EXECUTION_ENDS

@@ -3,6 +3,7 @@ status log holds, which executions exist. (Imports of the handler happen inside 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import uuid
@@ -87,6 +88,98 @@ def test_bad_input_is_refused_before_anything_is_written_or_started(case: str, t
     assert mentioned in answer["message"]
     assert tasks.all_entries() == []
     assert tasks.executions() == []
+
+
+TASK = {"type": "export"}  # a valid task with nothing to pad: what a form field could smuggle in
+FORM = "type=export&input=&padding="
+MULTIPART = (
+    '--XyZ\r\nContent-Disposition: form-data; name="type"\r\n\r\nexport\r\n'
+    '--XyZ\r\nContent-Disposition: form-data; name="padding"\r\n\r\n{padding}\r\n--XyZ--\r\n'
+)
+RAW_BAD: dict[str, tuple[bytes, str, int, str]] = {
+    "a task in an array": (json.dumps([TASK]).encode(), "application/json", 422, "body: must be a JSON object"),
+    "a bare string": (b'"export"', "application/json", 422, "body: must be a JSON object"),
+    "multipart over the limit": (
+        MULTIPART.format(padding="x" * 100_000).encode(),
+        "multipart/form-data; boundary=XyZ",
+        413,
+        "65536 bytes",
+    ),
+    "multipart": (MULTIPART.format(padding="").encode(), "multipart/form-data; boundary=XyZ", 415, "JSON"),
+    "form over the limit": ((FORM + "x" * 2 * 1024 * 1024).encode(), "application/x-www-form-urlencoded", 413, "bytes"),
+    "form": (FORM.encode(), "application/x-www-form-urlencoded", 415, "Content-Type: application/json"),
+    "JSON as text/plain": (json.dumps(TASK).encode(), "text/plain", 415, "text/plain"),
+    "no content type": (json.dumps(TASK).encode(), "", 415, "JSON"),
+    "JSON over the limit, base64-encoded": (
+        json.dumps(TASK).encode() + b" " * 70_000,
+        "application/json",
+        413,
+        "bytes",
+    ),
+    "invalid UTF-8": (b'{"type": "export", "input": {"x": "\xff\xfe"}}', "application/json", 400, "UTF-8"),
+    "nested 20,000 deep": (b"[" * 20_000 + b"]" * 20_000, "application/json", 400, "nested too deeply"),
+    "an object nested 10,000 deep": (b'{"a":' * 10_000 + b"1" + b"}" * 10_000, "application/json", 400, "too deeply"),
+}
+
+
+def post(body: bytes, content_type: str, encode: bool) -> dict[str, Any]:
+    """POST /task with these bytes, as API Gateway hands them over: text, or base64 (binary, or not UTF-8)."""
+    event = http_event("POST", "/task", "", {"content-type": content_type} if content_type else {})
+    if not content_type:
+        del event["headers"]["content-type"]
+    if encode:
+        event["body"], event["isBase64Encoded"] = base64.b64encode(body).decode(), True
+    else:
+        event["body"] = body.decode()
+    return event
+
+
+@pytest.mark.parametrize("case", RAW_BAD, ids=list(RAW_BAD))
+def test_a_body_that_is_not_a_json_object_is_refused_on_its_bytes_before_anything_starts(
+    case: str, tasks: TaskAccount
+) -> None:
+    # Given a body that is not a task's JSON object (base64-encoded whenever API Gateway would, and for the limit)
+    body, content_type, expected, mentioned = RAW_BAD[case]
+    encode = "base64" in case or not _is_utf8(body)
+
+    # When it is posted
+    status, _, answer = call(post(body, content_type, encode))
+
+    # Then it is refused with the documented error shape, and nothing is written or started
+    assert (status, mentioned in answer["message"]) == (expected, True), answer
+    assert set(answer) <= {"message", "errors", "status"}
+    assert tasks.all_entries() == []
+    assert tasks.executions() == []
+
+
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json", "application/json; charset=utf-8", "Application/JSON", "application/vnd.task+json"],
+)
+def test_a_json_body_is_accepted_under_any_json_content_type(content_type: str, tasks: TaskAccount) -> None:
+    body = json.dumps({"type": "documents", "input": GOOD_INPUT}).encode()
+
+    status, _, answer = call(post(body, content_type, encode=False))
+
+    assert status == 202, answer
+    assert [e["name"] for e in tasks.executions()] == [answer["id"]]
+
+
+def test_the_limit_is_on_the_decoded_bytes_of_a_base64_body(tasks: TaskAccount) -> None:
+    # Given a task padded to 50,000 bytes: under the limit, but over it once base64-encoded
+    body = json.dumps({"type": "documents", "input": GOOD_INPUT}).encode() + b" " * 50_000
+
+    status, _, answer = call(post(body, "application/json", encode=True))
+
+    assert status == 202, answer
 
 
 def test_a_type_whose_state_machine_is_not_deployed_is_not_offered(
@@ -302,6 +395,15 @@ def test_a_request_without_an_iam_caller_is_refused(tasks: TaskAccount) -> None:
     assert tasks.all_entries() == []
 
 
+@pytest.mark.parametrize(
+    ("method", "path"), [("GET", "/tasks"), ("PUT", "/task"), ("GET", "/task/a/b/c")], ids=["path", "method", "deeper"]
+)
+def test_a_route_the_function_does_not_serve_is_a_404_with_the_error_shape(method: str, path: str) -> None:
+    status, _, answer = call(http_event(method, path))
+
+    assert (status, answer) == (404, {"message": f"no route {method} {path}"})
+
+
 # ---- the OpenAPI document and the template ------------------------------------------------------------------------
 def test_the_committed_openapi_document_is_the_generated_one(tasks: TaskAccount) -> None:
     from handlers.task_api import openapi_document
@@ -312,6 +414,21 @@ def test_the_committed_openapi_document_is_the_generated_one(tasks: TaskAccount)
     )
     served = call(http_event("GET", "/openapi.json"))
     assert served[0] == 200 and served[2] == json.loads(committed)
+
+
+def test_every_error_answer_is_documented_with_the_one_error_shape() -> None:
+    # Given the committed OpenAPI document
+    document = json.loads((REPO / "docs" / "openapi.json").read_text())
+    error_shape = {"$ref": "#/components/schemas/ErrorMessage"}
+
+    # Then every route documents its 4xx answers, each with the ErrorMessage body the handlers send
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            errors = {code: r for code, r in operation["responses"].items() if code.startswith("4")}
+            assert {"403", "422"} <= set(errors), (method, path)
+            for code, response in errors.items():
+                assert response["content"]["application/json"]["schema"] == error_shape, (method, path, code)
+    assert {"400", "413", "415", "422"} <= set(document["paths"]["/task"]["post"]["responses"])
 
 
 def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy(stack: Deployed) -> None:

@@ -357,6 +357,48 @@ def test_bad_input_is_refused_and_leaves_no_trace(case: str, cloud: LocalCloud, 
     assert (log_size(cloud), len(executions(cloud))) == (entries_before, executions_before)
 
 
+MULTIPART = (
+    '--XyZ\r\nContent-Disposition: form-data; name="type"\r\n\r\ndocuments\r\n'
+    '--XyZ\r\nContent-Disposition: form-data; name="padding"\r\n\r\n{padding}\r\n--XyZ--\r\n'
+)
+TASK_BYTES = json.dumps({"type": "documents", "input": GOOD_INPUT}).encode()
+RAW_BODIES: dict[str, tuple[bytes, str, int, str]] = {
+    "a task in an array": (b"[" + TASK_BYTES + b"]", "application/json", 422, "body: must be a JSON object"),
+    "multipart over the limit": (
+        MULTIPART.format(padding="x" * 100_000).encode(),
+        "multipart/form-data; boundary=XyZ",
+        413,
+        "bytes",
+    ),
+    "multipart": (MULTIPART.format(padding="").encode(), "multipart/form-data; boundary=XyZ", 415, "JSON"),
+    "form over the limit": (
+        b"type=documents&padding=" + b"x" * 2 * 1024 * 1024,
+        "application/x-www-form-urlencoded",
+        413,
+        "bytes",
+    ),
+    "form": (b"type=documents", "application/x-www-form-urlencoded", 415, "Content-Type: application/json"),
+    "JSON as text/plain": (TASK_BYTES, "text/plain", 415, "text/plain"),
+    "invalid UTF-8": (TASK_BYTES[:-2] + b', "note": "caf\xe9"}}', "application/json", 400, "UTF-8"),
+    "nested 20,000 deep": (b"[" * 20_000 + b"]" * 20_000, "application/json", 400, "nested too deeply"),
+}
+
+
+@pytest.mark.parametrize("case", RAW_BODIES, ids=list(RAW_BODIES))
+def test_a_body_that_is_not_a_json_object_is_refused_with_the_error_shape(
+    case: str, cloud: LocalCloud, api: SignedClient
+) -> None:
+    body, content_type, status, mentioned = RAW_BODIES[case]
+    entries_before, executions_before = log_size(cloud), len(executions(cloud))
+
+    response = api.request("POST", "/task", body, {"content-type": content_type})
+
+    assert response.status_code == status, response.text
+    assert mentioned in response.json()["message"]
+    assert set(response.json()) <= {"message", "errors", "status"}
+    assert (log_size(cloud), len(executions(cloud))) == (entries_before, executions_before)
+
+
 def test_unknown_task_is_not_found(api: SignedClient) -> None:
     response = api.request("GET", f"/task/{uuid.uuid4()}")
     assert response.status_code == 404

@@ -14,6 +14,7 @@ from typing import Any
 
 from shared.aws import conditionally, table
 from shared.callback.adapters import adapter
+from shared.exceptions import JobIdTooLongError
 from shared.outcome import Outcome
 
 
@@ -33,8 +34,18 @@ class Waiting:
     token: str
 
 
+MAX_KEY_BYTES = 2048  # DynamoDB's limit on a partition key value
+
+
 def job_key(service: str, job_id: str) -> str:
-    return f"{service}#{job_id}"
+    """The job's item key; a job id too long for one is refused before any call (DynamoDB would refuse the key)."""
+    key = f"{service}#{job_id}"
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise JobIdTooLongError(
+            f"a {service} job id of {len(job_id.encode())} bytes: its key would exceed DynamoDB's {MAX_KEY_BYTES}-byte"
+            " partition key limit"
+        )
+    return key
 
 
 class TokenStore:
