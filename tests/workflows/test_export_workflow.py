@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -224,3 +225,47 @@ def test_a_file_larger_than_the_state_size_limit_is_published(
     assert described["status"] == "SUCCEEDED", described
     lines = exported_lines(cloud, json.loads(described["output"]))
     assert len(received(cloud, bus_queue)) == len(lines) >= 4
+
+
+def test_a_poison_line_costs_one_line_and_the_run_completes_with_errors(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, bus_queue: str
+) -> None:
+    # Given a previous run, then 12 new resources of which one is larger than an event entry can carry (its line can
+    # never be published)
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    assert run(cloud)["status"] == "SUCCEEDED"
+    before = run_state(cloud)["lastRunTime"]
+    good = healthlake.add_resources(datastore, patients(11))
+    div = "<div xmlns='http://www.w3.org/1999/xhtml'>" + "x" * 300_000 + "</div>"
+    poison = healthlake.add_resources(datastore, [{**patients(1)[0], "text": {"status": "generated", "div": div}}])[0]
+    received(cloud, bus_queue)  # the previous run's events
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then it ends COMPLETED_WITH_ERRORS with every record accounted for and where the kept line is
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert output["status"] == "COMPLETED_WITH_ERRORS"
+    assert (output["records"], output["published"], output["quarantined"], output["undelivered"]) == (12, 11, 1, 0)
+    name = described["executionArn"].rsplit(":", 1)[-1]
+    location = output["quarantineLocation"]
+    assert location.endswith(f"/runs/{name}/quarantine/")
+    # And the quarantine holds the line as exported, with its file, line number and the reason
+    s3 = cloud.client("s3")
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    kept = [json.loads(line) for key in keys for line in s3.get_object(Bucket=bucket, Key=key)["Body"].iter_lines()]
+    assert len(kept) == 1
+    assert json.loads(kept[0]["content"])["id"] == poison["id"]
+    exported = s3.get_object(Bucket=kept[0]["bucket"], Key=kept[0]["key"])["Body"].read().decode().splitlines()
+    assert exported[kept[0]["line"] - 1] == kept[0]["content"]
+    assert "more than PutEvents takes" in kept[0]["reason"]
+    # And each good record was published exactly once, the poison line never
+    ids = Counter(event["detail"]["id"] for event in received(cloud, bus_queue))
+    assert ids == Counter(record["id"] for record in good)
+    # And lastRunTime moved, so the next run does not meet the same line again
+    assert run_state(cloud)["runStatus"] == "COMPLETED_WITH_ERRORS"
+    assert run_state(cloud)["lastRunTime"] == output["triggerTime"] != before
+    after = json.loads(run(cloud)["output"])
+    assert (after["status"], after["since"], after["quarantined"]) == ("COMPLETED", output["triggerTime"], 0)
