@@ -7,10 +7,12 @@ import json
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from moto.events.models import EventsBackend
 
 from localcloud.cloud import LocalCloud
 from localcloud.demo import wait_for_execution
@@ -269,3 +271,65 @@ def test_a_poison_line_costs_one_line_and_the_run_completes_with_errors(
     assert run_state(cloud)["lastRunTime"] == output["triggerTime"] != before
     after = json.loads(run(cloud)["output"])
     assert (after["status"], after["since"], after["quarantined"]) == ("COMPLETED", output["triggerTime"], 0)
+
+
+@dataclass
+class ThrottlingBus:
+    never: set[str] = field(default_factory=set)  # ids of the records the bus never takes
+    throttled: set[str] = field(default_factory=set)  # the entries' Detail it refused at least once
+
+
+@pytest.fixture
+def throttling_bus(monkeypatch: pytest.MonkeyPatch) -> ThrottlingBus:
+    """The export bus refuses (ThrottlingException) every fifth entry of a call the first time it sees it, and the
+    records in `never` every time."""
+    bus = ThrottlingBus()
+    never, refused_once = bus.never, bus.throttled
+    put = EventsBackend.put_events
+
+    def put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        refused: dict[int, dict[str, Any]] = {}
+        for i, event in enumerate(events):
+            detail = str(event.get("Detail", ""))
+            if event.get("Source") != "callback-kit.export":
+                continue
+            if json.loads(detail).get("id") in never or (i % 5 == 0 and detail not in refused_once):
+                refused_once.add(detail)
+                refused[i] = {"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}
+        taken = iter(put(self, [e for i, e in enumerate(events) if i not in refused]))
+        return [refused[i] if i in refused else next(taken) for i in range(len(events))]
+
+    monkeypatch.setattr(EventsBackend, "put_events", put_events)
+    return bus
+
+
+def test_refused_events_are_retried_and_what_stays_refused_is_kept_not_reported_delivered(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, bus_queue: str, throttling_bus: ThrottlingBus
+) -> None:
+    # Given a previous run, then 12 new resources, and a bus that throttles about 20 % of the entries once and never
+    # takes one of the records
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    assert run(cloud)["status"] == "SUCCEEDED"
+    fresh = healthlake.add_resources(datastore, patients(12))
+    throttling_bus.never.add(fresh[4]["id"])
+    received(cloud, bus_queue)
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then the throttled entries were put again and arrived once each; the one never taken is kept as undelivered
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert output["status"] == "COMPLETED_WITH_ERRORS"
+    assert (output["records"], output["published"], output["quarantined"], output["undelivered"]) == (12, 11, 0, 1)
+    assert len(throttling_bus.throttled) >= 3  # the never-taken one and at least two throttled once
+    ids = Counter(event["detail"]["id"] for event in received(cloud, bus_queue))
+    assert ids == Counter(record["id"] for record in fresh if record["id"] != fresh[4]["id"])
+    s3 = cloud.client("s3")
+    bucket, _, prefix = output["undeliveredLocation"].removeprefix("s3://").partition("/")
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    kept = [json.loads(line) for key in keys for line in s3.get_object(Bucket=bucket, Key=key)["Body"].iter_lines()]
+    assert [(json.loads(k["entry"]["Detail"])["id"], k["errorCode"]) for k in kept] == [
+        (fresh[4]["id"], "ThrottlingException")
+    ]
+    assert run_state(cloud)["lastRunTime"] == output["triggerTime"]
