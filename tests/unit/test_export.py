@@ -20,12 +20,16 @@ import pytest
 from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
-from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke
+from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke, template
 from tests.unit.waiting import WaitingTask, wait_until
 
 EXECUTIONS = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:callback-kit-test-export"
 LAST_RUN = "2026-01-15T10:25:00.087Z"
 TRIGGER = "2026-01-15T10:30:00.123Z"
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def execution(name: str) -> str:
@@ -757,6 +761,24 @@ def test_the_tally_counts_every_file_of_the_manifest_and_an_unfinished_one_as_un
         "quarantineLocation": f"s3://{export_account.bucket}/runs/{RUN}/quarantine/",
         "undeliveredLocation": f"s3://{export_account.bucket}/runs/{RUN}/undelivered/",
     }
+
+
+@pytest.mark.parametrize("function", ["PublishRecordsFunction", "TallyExportRunFunction"])
+def test_the_fan_out_functions_reach_only_the_run_prefix_and_the_file_checkpoints(function: str) -> None:
+    # Given the function's policies in template.yaml
+    policies = template()["Resources"][function]["Properties"]["Policies"]
+    statements = [s for p in policies if isinstance(p, dict) and "Statement" in p for s in p["Statement"]]
+    # Then it writes S3 objects only under the runs/ prefix its kept lines go to
+    fanout = importlib.import_module("shared.export.fanout")
+    assert fanout.run_prefix(RUN, "quarantine").startswith("runs/")
+    writes = [s["Resource"] for s in statements if "s3:PutObject" in as_list(s["Action"])]
+    assert writes == ([{"Fn::Sub": "${ExportBucket.Arn}/runs/*"}] if function == "PublishRecordsFunction" else [])
+    # And it reaches only FILE# items of the state table (never the RUN lock), with no broad table policy template
+    assert not [p for p in policies if isinstance(p, dict) and any(name.startswith("DynamoDB") for name in p)]
+    table_access = [s for s in statements if any(str(a).startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert table_access
+    for statement in table_access:
+        assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["FILE#*"]}}
 
 
 def test_the_workflow_writes_the_start_message_the_consumer_reads() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from moto.events.models import EventsBackend
+from moto.s3.exceptions import MissingKey
+from moto.s3.models import S3Backend
 
 from localcloud.cloud import LocalCloud
 from localcloud.demo import wait_for_execution
@@ -333,3 +335,31 @@ def test_refused_events_are_retried_and_what_stays_refused_is_kept_not_reported_
         (fresh[4]["id"], "ThrottlingException")
     ]
     assert run_state(cloud)["lastRunTime"] == output["triggerTime"]
+
+
+def test_a_file_that_never_finished_fails_the_run_as_unaccounted_and_keeps_last_run_time(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a previous run, then 6 new resources (two files), and an exported file that cannot be read however often
+    # its Map item is retried (offline the Map then goes on, as a Map with a failure tolerance would on AWS)
+    assert run(cloud)["status"] == "SUCCEEDED"
+    last = run_state(cloud)["lastRunTime"]
+    healthlake.add_resources(cloud.config.parameters["HealthLakeDatastoreId"], patients(6))
+    get_object = S3Backend.get_object
+
+    def unreadable_second_file(self: S3Backend, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        if "-FHIR_EXPORT-" in key_name and key_name.endswith("-2-0.ndjson"):
+            raise MissingKey(key_name)
+        return get_object(self, bucket_name, key_name, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "get_object", unreadable_second_file)
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then the check that every record is accounted for fails the run with its named error, and the next run will
+    # export the window again
+    assert described["status"] == "FAILED", described
+    assert described["error"] == "Export.RecordsUnaccounted"
+    assert run_state(cloud)["runStatus"] == "FAILED"
+    assert run_state(cloud)["lastRunTime"] == last
