@@ -1,5 +1,6 @@
 """Distributed Map item processor: streams one exported NDJSON object and publishes each record as an event on the
-export bus. Returns counts only, never records (a state's output is limited to 256 KB)."""
+export bus, resuming after the file's checkpoint in this run. Lines that cannot be published are kept in S3 under the
+run's prefix and counted. Returns counts only, never records (a state's output is limited to 256 KB)."""
 
 from typing import Any
 
@@ -12,6 +13,7 @@ from shared.settings import export_settings
 
 
 class ExportedFile(BaseModel):
+    run: str = Field(min_length=1)  # the export execution's name: checkpoints and kept lines are per run
     bucket: str = Field(min_length=3)
     key: str = Field(min_length=1)
 
@@ -19,7 +21,6 @@ class ExportedFile(BaseModel):
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     item = ExportedFile.model_validate(event)
-    settings = export_settings()
-    records = publish_records(item.bucket, item.key, settings.bus, settings.detail_type)
-    logger.info("records published", extra={"key": item.key, "records": records})
-    return {"key": item.key, "records": records}
+    progress = publish_records(export_settings(), item.run, item.bucket, item.key)
+    logger.info("records published", extra={"key": item.key, **progress.as_dict()})
+    return {"key": item.key, **progress.as_dict()}

@@ -1,4 +1,5 @@
-"""PutEvents done properly: at most 10 entries and 256 KB per call, refused entries retried, nothing dropped."""
+"""PutEvents done properly: at most 10 entries and 256 KB per call, refused entries retried, nothing dropped
+(what is still refused is raised, or handed back to the caller to keep)."""
 
 from __future__ import annotations
 
@@ -39,28 +40,36 @@ def batches(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return calls
 
 
-def put_events(entries: list[dict[str, Any]], base_delay_seconds: float = 0.1) -> int:
-    """Put every entry; retry the ones PutEvents refuses (FailedEntryCount) with jittered backoff.
-
-    Raises EventsNotDeliveredError if some are still refused after ATTEMPTS rounds, so that the caller's own retry
-    and dead-letter path takes over. Returns how many entries were put. Consumers must tolerate duplicates anyway
-    (EventBridge delivers at least once), so re-putting a batch after a failed invocation is safe.
-    """
+def deliver(entries: list[dict[str, Any]], base_delay_seconds: float = 0.1) -> list[tuple[dict[str, Any], str]]:
+    """Put every entry; retry only the ones PutEvents refuses (per-entry ErrorCode) with jittered backoff, at most
+    ATTEMPTS rounds. Returns the entries still refused, each with its last ErrorCode (empty: all were put)."""
     pending = entries
     for attempt in range(ATTEMPTS):
-        refused: list[dict[str, Any]] = []
-        errors: set[str] = set()
+        refused: list[tuple[dict[str, Any], str]] = []
         for batch in batches(pending):
             response = client("events").put_events(Entries=batch)
             if response["FailedEntryCount"]:
                 for entry, result in zip(batch, response["Entries"], strict=True):
                     if result.get("ErrorCode"):
-                        refused.append(entry)
-                        errors.add(result["ErrorCode"])
+                        refused.append((entry, str(result["ErrorCode"])))
         if not refused:
-            return len(entries)
-        logger.warning("PutEvents refused entries", extra={"refused": len(refused), "errors": sorted(errors)})
-        pending = refused
+            return []
+        errors = sorted({code for _, code in refused})
+        logger.warning("PutEvents refused entries", extra={"refused": len(refused), "errors": errors})
+        pending = [entry for entry, _ in refused]
         if attempt + 1 < ATTEMPTS:
             time.sleep(base_delay_seconds * 2**attempt * random.uniform(0.5, 1.5))
-    raise EventsNotDeliveredError(f"{len(pending)} of {len(entries)} events refused after {ATTEMPTS} attempts")
+    return refused
+
+
+def put_events(entries: list[dict[str, Any]], base_delay_seconds: float = 0.1) -> int:
+    """Put every entry (see `deliver`); returns how many were put.
+
+    Raises EventsNotDeliveredError if some are still refused after ATTEMPTS rounds, so that the caller's own retry
+    and dead-letter path takes over. Consumers must tolerate duplicates anyway (EventBridge delivers at least once),
+    so re-putting a batch after a failed invocation is safe.
+    """
+    refused = deliver(entries, base_delay_seconds)
+    if refused:
+        raise EventsNotDeliveredError(f"{len(refused)} of {len(entries)} events refused after {ATTEMPTS} attempts")
+    return len(entries)

@@ -102,3 +102,18 @@ class NotAnEndError(ValueError):
 class ExecutionsThrottledError(Exception):
     """ListExecutions stayed throttled after botocore's own retries; the gate task's Retry backs off and asks again
     (a scheduled starter's invocation fails and is retried)."""
+
+
+# ---- export fan-out and run lock (src/shared/export) -------------------------------------------------------------
+class UnpublishableRecordError(ValueError):
+    """An exported line is not a record that can be put on the bus (not JSON, not an object, no resourceType, larger
+    than one event). It is quarantined and counted; it never fails the file or the run."""
+
+
+class CheckpointMovedError(Exception):
+    """A file's publish checkpoint moved under this invocation (another invocation is publishing the same file). This
+    one stops before publishing more; the Map item's Retry resumes after the checkpoint."""
+
+
+class ExecutionNotEndedError(ValueError):
+    """The run lock release was asked for an execution whose status is not terminal; the lock is left untouched."""

@@ -114,6 +114,7 @@ REPLAYED = {
     "start_admitted",  # replayed in test_admission.py
     "pass_gate",  # replayed in test_gate.py
     "publish_records",
+    "tally_export_run",
     "task_api",
     "record_task_status",
     "acquire_permit",
@@ -548,12 +549,38 @@ def test_the_file_sample_puts_each_record_of_the_file_on_the_export_bus(
     result = invoke("publish_records", item)
 
     # Then every record is one event on the export bus, and the result carries counts only
-    assert result == {"key": item["key"], "records": len(records)}
+    assert result == {
+        "key": item["key"],
+        "lines": 12,
+        "records": 12,
+        "published": 12,
+        "quarantined": 0,
+        "undelivered": 0,
+        "complete": True,
+    }
     delivered = export_account.published.delivered()
     assert {event["detail-type"] for event in delivered} == {export_account.environment["EXPORT_DETAIL_TYPE"]}
     assert sorted(json.dumps(event["detail"], sort_keys=True) for event in delivered) == sorted(
         json.dumps(record, sort_keys=True) for record in records
     )
+
+
+@pytest.mark.parametrize("sample", samples_of("tally_export_run"), ids=lambda sample: sample.name)
+def test_the_tally_sample_sums_the_published_files_of_its_run(sample: Path, export_account: ExportAccount) -> None:
+    # Given the run's manifest of one file, which the map's PublishFile step published
+    request = load(sample)
+    key = "exports/ds-FHIR_EXPORT-job/Patient/Patient-1-1-0.ndjson"
+    export_account.s3.put_object(Bucket=export_account.bucket, Key=key, Body=ndjson(fhir_patients(3)))
+    manifest = json.dumps([{"bucket": export_account.bucket, "key": key}]).encode()
+    export_account.s3.put_object(Bucket=export_account.bucket, Key=request["manifestKey"], Body=manifest)
+    invoke("publish_records", {"run": request["run"], "bucket": export_account.bucket, "key": key})
+
+    # When the workflow's Tally step invokes the function with the sample
+    tally = invoke("tally_export_run", request)
+
+    # Then every record is accounted for, as published
+    assert (tally["status"], tally["records"], tally["published"], tally["accounted"]) == ("COMPLETED", 3, 3, 3)
+    assert tally["filesUnfinished"] == 0
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -20,12 +20,16 @@ import pytest
 from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
-from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke
+from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke, template
 from tests.unit.waiting import WaitingTask, wait_until
 
 EXECUTIONS = f"arn:aws:states:{REGION}:{ACCOUNT}:execution:callback-kit-test-export"
 LAST_RUN = "2026-01-15T10:25:00.087Z"
 TRIGGER = "2026-01-15T10:30:00.123Z"
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def execution(name: str) -> str:
@@ -163,7 +167,7 @@ def test_releasing_marks_the_run_failed_and_keeps_the_last_run_time(export_accou
     run_lock = importlib.import_module("shared.export.runlock").RunLock(export_account.environment["EXPORT_TABLE"])
 
     # When its execution died and the status-change rule releases its lock
-    released = run_lock.release(execution("current"))
+    released = run_lock.release(execution("current"), "FAILED")
 
     # Then the lock is free and `_since` stays at the last success, so the next run exports the gap again
     assert released is True
@@ -188,6 +192,25 @@ def test_the_late_end_of_an_execution_that_lost_the_lock_changes_nothing(
 
     # Then nothing is released: the current holder keeps the lock
     assert result == {"released": False}
+    assert export_account.lock() == before
+
+
+@pytest.mark.parametrize("status", ["RUNNING", "PENDING_REDRIVE"])
+def test_a_release_for_an_execution_that_has_not_ended_is_refused_and_changes_nothing(
+    export_account: ExportAccount, status: str
+) -> None:
+    # Given the lock held by a running execution
+    export_account.hold(execution("current"), "COMPLETED", last_run_time=LAST_RUN)
+    assert take(execution("current"))["acquired"]
+    before = export_account.lock()
+
+    # When the release function is invoked with a status that is not terminal (a rule wider than it should be)
+    with pytest.raises(Exception) as refused:
+        invoke("release_export_lock", execution_ended(execution("current"), status))
+
+    # Then it fails with a named error (Lambda retries, then its on-failure destination), and the holder keeps the lock
+    assert type(refused.value).__name__ == "ExecutionNotEndedError"
+    assert status in str(refused.value)
     assert export_account.lock() == before
 
 
@@ -461,32 +484,74 @@ def test_a_redelivered_start_after_a_lost_answer_finds_the_export_by_name(
 # ----------------------------------------------------------------------------------------------------------------
 # Publishing the exported records
 # ----------------------------------------------------------------------------------------------------------------
+RUN = "5b0c7f3e-run"
+FILE_KEY = "exports/ds-FHIR_EXPORT-job/Patient/Patient-4726190385126740913-1-0.ndjson"
+
+
 def exported_file(export: ExportAccount, records: list[dict[str, Any]]) -> dict[str, str]:
-    key = "exports/ds-FHIR_EXPORT-job/Patient/Patient-4726190385126740913-1-0.ndjson"
     body = ndjson(records[:3]) + b"\n" + ndjson(records[3:]) + b"  \n"  # blank lines are not records
-    export.s3.put_object(Bucket=export.bucket, Key=key, Body=body)
-    return {"bucket": export.bucket, "key": key}
+    return exported_body(export, body)
 
 
-def events_spy(monkeypatch: pytest.MonkeyPatch, refuse_first: int = 0) -> ClientSpy:
-    """The functions' EventBridge client, recording its calls; the first PutEvents refuses its first
-    `refuse_first` entries (EventBridge's partial failure: the others are put)."""
-    eventbus = importlib.import_module("shared.eventbus")
-    real_client = eventbus.client
-    real = real_client("events")
-    refused = {"left": refuse_first}
+def exported_body(export: ExportAccount, body: bytes) -> dict[str, str]:
+    export.s3.put_object(Bucket=export.bucket, Key=FILE_KEY, Body=body)
+    return {"run": RUN, "bucket": export.bucket, "key": FILE_KEY}
 
-    class PartlyRefusing:
-        def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:
-            refuse, refused["left"] = refused["left"], 0
-            answer = real.put_events(Entries=Entries[refuse:]) if Entries[refuse:] else {"Entries": []}
-            throttled = [{"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}] * refuse
-            return {"FailedEntryCount": refuse, "Entries": throttled + answer["Entries"]}
 
-    spy = ClientSpy(PartlyRefusing())
-    monkeypatch.setattr(eventbus, "client", lambda service: spy if service == "events" else real_client(service))
-    monkeypatch.setattr(eventbus.time, "sleep", lambda seconds: None)
-    return spy
+def kept(export: ExportAccount, kind: str, run: str = RUN) -> list[dict[str, Any]]:
+    """The lines the run kept under runs/<run>/<kind>/ (quarantine or undelivered), in line order."""
+    listed = export.s3.list_objects_v2(Bucket=export.bucket, Prefix=f"runs/{run}/{kind}/").get("Contents", [])
+    lines = []
+    for item in listed:
+        assert item["Key"].startswith(f"runs/{run}/{kind}/{FILE_KEY}/"), item["Key"]
+        body = export.s3.get_object(Bucket=export.bucket, Key=item["Key"])["Body"].read().decode()
+        lines += [json.loads(line) for line in body.splitlines()]
+    return sorted(lines, key=lambda line: int(line["line"]))
+
+
+def counts(published: int, quarantined: int = 0, undelivered: int = 0, lines: int | None = None) -> dict[str, Any]:
+    """The publish function's result for FILE_KEY."""
+    records = published + quarantined + undelivered
+    return {
+        "key": FILE_KEY,
+        "lines": records if lines is None else lines,
+        "records": records,
+        "published": published,
+        "quarantined": quarantined,
+        "undelivered": undelivered,
+        "complete": True,
+    }
+
+
+class RefusingBus:
+    """The functions' EventBridge client, recording its calls. `refuse(entry)` returns an ErrorCode for an entry
+    PutEvents refuses (EventBridge's partial failure: the others are put); `fail_call` makes that PutEvents call
+    (1-based) raise, as a throttled call does once botocore's own retries are spent."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.eventbus = importlib.import_module("shared.eventbus")
+        real_client = self.eventbus.client
+        self._real = real_client("events")
+        self.refuse: Callable[[dict[str, Any]], str | None] = lambda entry: None
+        self.fail_call: int | None = None
+        self.spy = ClientSpy(self)
+        self.delays: list[float] = []
+        monkeypatch.setattr(self.eventbus, "client", lambda s: self.spy if s == "events" else real_client(s))
+        monkeypatch.setattr(self.eventbus.time, "sleep", self.delays.append)
+
+    def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # keyword spelled as the API's
+        if len(self.spy.calls_to("put_events")) == self.fail_call:
+            from botocore.exceptions import ClientError
+
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutEvents")
+        codes = [self.refuse(entry) for entry in Entries]
+        accepted = [entry for entry, code in zip(Entries, codes, strict=True) if code is None]
+        answers = iter(self._real.put_events(Entries=accepted)["Entries"] if accepted else [])
+        results = [next(answers) if code is None else {"ErrorCode": code, "ErrorMessage": code} for code in codes]
+        return {"FailedEntryCount": sum(code is not None for code in codes), "Entries": results}
+
+    def entries_put(self) -> list[dict[str, Any]]:
+        return [entry for call in self.spy.calls_to("put_events") for entry in call["Entries"]]
 
 
 def test_every_record_of_a_file_becomes_one_event_on_the_export_bus(
@@ -495,17 +560,17 @@ def test_every_record_of_a_file_becomes_one_event_on_the_export_bus(
     # Given an exported file of 205 records (and blank lines)
     records = fhir_patients(205)
     item = exported_file(export_account, records)
-    spy = events_spy(monkeypatch)
+    bus = RefusingBus(monkeypatch)
 
     # When the map's PublishFile step invokes the function with it
     result = invoke("publish_records", item)
 
     # Then each record is one PutEvents entry for the export bus with the configured detail-type, at most 10 entries
     # a call, and the result carries counts only
-    assert result == {"key": item["key"], "records": 205}
-    calls = spy.calls_to("put_events")
+    assert result == counts(205, lines=207)
+    calls = bus.spy.calls_to("put_events")
     assert all(1 <= len(call["Entries"]) <= 10 for call in calls)
-    entries = [entry for call in calls for entry in call["Entries"]]
+    entries = bus.entries_put()
     assert {(entry["EventBusName"], entry["DetailType"]) for entry in entries} == {
         (export_account.environment["EXPORT_BUS"], export_account.environment["EXPORT_DETAIL_TYPE"])
     }
@@ -519,21 +584,223 @@ def test_every_record_of_a_file_becomes_one_event_on_the_export_bus(
 def test_records_refused_by_put_events_are_put_again_and_none_twice(
     export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given an exported file, and an event bus that refuses 4 entries of the first PutEvents call
+    # Given an exported file, and an event bus that throttles 4 entries once each
     records = fhir_patients(25)
     item = exported_file(export_account, records)
-    spy = events_spy(monkeypatch, refuse_first=4)
+    bus = RefusingBus(monkeypatch)
+    throttled = {json.dumps(record, separators=(",", ":")) for record in records[5:9]}
+    bus.refuse = lambda entry: "ThrottlingException" if throttled and entry["Detail"] in throttled else None
+    put = bus.put_events
+
+    def refusing_once(Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        answer = put(Entries=Entries)
+        throttled.difference_update(entry["Detail"] for entry in Entries)
+        return answer
+
+    monkeypatch.setattr(bus, "put_events", refusing_once)
 
     # When the function publishes the file
     result = invoke("publish_records", item)
 
-    # Then the refused entries were put again, and the bus got every record exactly once
-    assert result == {"key": item["key"], "records": 25}
-    assert len([entry for call in spy.calls_to("put_events") for entry in call["Entries"]]) == 25 + 4
+    # Then only the refused entries were put again, after a jittered backoff, and the bus got every record once
+    assert result == counts(25, lines=27)
+    assert len(bus.entries_put()) == 25 + 4
+    assert len(bus.delays) == 1 and 0 < bus.delays[0] <= 0.15
     delivered = export_account.published.delivered()
     assert Counter(json.dumps(event["detail"], sort_keys=True) for event in delivered) == Counter(
         json.dumps(record, sort_keys=True) for record in records
     )
+    assert kept(export_account, "undelivered") == []
+
+
+def test_entries_put_events_keeps_refusing_are_kept_as_undelivered_and_counted(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file of 12 records, two of which the bus refuses every time
+    records = fhir_patients(12)
+    item = exported_body(export_account, ndjson(records))
+    bus = RefusingBus(monkeypatch)
+    refused = {records[2]["id"]: "ThrottlingException", records[10]["id"]: "InternalFailure"}
+    bus.refuse = lambda entry: refused.get(json.loads(entry["Detail"])["id"])
+
+    # When the function publishes the file
+    result = invoke("publish_records", item)
+
+    # Then the run goes on: the two are retried a bounded number of times with growing delays, then kept in S3 with
+    # their line, file and ErrorCode, and counted as undelivered, never as published
+    assert result == counts(10, undelivered=2)
+    put_ids = Counter(json.loads(entry["Detail"])["id"] for entry in bus.entries_put())
+    eventbus = importlib.import_module("shared.eventbus")
+    assert {put_ids[record_id] for record_id in refused} == {eventbus.ATTEMPTS}
+    assert bus.delays[1] > bus.delays[0]  # backoff
+    undelivered = kept(export_account, "undelivered")
+    assert [(u["line"], u["errorCode"], u["key"]) for u in undelivered] == [
+        (3, "ThrottlingException", FILE_KEY),
+        (11, "InternalFailure", FILE_KEY),
+    ]
+    assert json.loads(undelivered[0]["entry"]["Detail"]) == records[2]
+    assert sorted(e["detail"]["id"] for e in export_account.published.delivered()) == sorted(
+        r["id"] for r in records if r["id"] not in refused
+    )
+
+
+def test_bad_lines_are_quarantined_with_their_file_line_and_reason_and_cost_only_themselves(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file whose lines 4 to 6 are not publishable records, among good ones
+    good = fhir_patients(5)
+    bad = [b"{not json", b"[1, 2]", b'{"id": "no-type"}']
+    body = ndjson(good[:3]) + b"\n".join(bad) + b"\n" + ndjson(good[3:])
+    item = exported_body(export_account, body)
+    RefusingBus(monkeypatch)
+
+    # When the function publishes the file
+    result = invoke("publish_records", item)
+
+    # Then the good records are published, and each bad line is in the run's quarantine with why, costing one line
+    assert result == counts(5, quarantined=3)
+    assert sorted(e["detail"]["id"] for e in export_account.published.delivered()) == sorted(r["id"] for r in good)
+    quarantined = kept(export_account, "quarantine")
+    assert [(q["line"], q["key"], q["bucket"], q["content"].encode()) for q in quarantined] == [
+        (4 + n, FILE_KEY, export_account.bucket, line) for n, line in enumerate(bad)
+    ]
+    reasons = [q["reason"] for q in quarantined]
+    assert reasons[0].startswith("not JSON")
+    assert reasons[1] == "not a JSON object but list"
+    assert reasons[2] == "no resourceType"
+
+
+def test_a_record_too_large_for_an_event_is_published_as_a_reference_to_its_line(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file whose second record is larger than one event entry (256 KB)
+    small, large = fhir_patients(2)
+    large["text"] = {"status": "generated", "div": "x" * 300_000}
+    item = exported_body(export_account, ndjson([small, large]))
+    RefusingBus(monkeypatch)
+
+    # When the function publishes the file
+    result = invoke("publish_records", item)
+
+    # Then both are published, the large one as a reference to its line that a consumer can fetch
+    assert result == counts(2)
+    details = {e["detail"]["id"]: e["detail"] for e in export_account.published.delivered()}
+    assert details[small["id"]] == small
+    assert details[large["id"]] == {
+        "resourceType": "Patient",
+        "id": large["id"],
+        "oversized": True,
+        "location": {"bucket": export_account.bucket, "key": FILE_KEY, "line": 2},
+    }
+
+
+def test_a_retried_file_resumes_after_its_checkpoint_and_publishes_no_record_twice(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file of 35 records and a bus whose third PutEvents call fails outright (throttled past the SDK retries)
+    records = fhir_patients(35)
+    item = exported_body(export_account, ndjson(records))
+    bus = RefusingBus(monkeypatch)
+    bus.fail_call = 3
+    with pytest.raises(Exception, match="ThrottlingException"):
+        invoke("publish_records", item)
+    assert len(export_account.published.delivered()) == 20  # two groups of 10, each checkpointed
+
+    # When the Map's Retry invokes the function again with the same item
+    bus.fail_call = None
+    result = invoke("publish_records", item)
+
+    # Then it resumes after the checkpoint: the whole file is published, each record exactly once in the run
+    assert result == counts(35)
+    delivered = [event["detail"]["id"] for event in export_account.published.delivered()]
+    assert sorted(delivered) == sorted(record["id"] for record in records[20:])
+
+
+def test_a_file_already_published_in_the_run_is_not_published_again(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file the run published (and quarantined a line of)
+    item = exported_body(export_account, ndjson(fhir_patients(3)) + b"oops\n")
+    bus = RefusingBus(monkeypatch)
+    first = invoke("publish_records", item)
+    export_account.published.delivered()
+    calls = len(bus.spy.calls_to("put_events"))
+
+    # When the same item is invoked again in the same run (a retry after a lost answer), and then by the next run
+    again = invoke("publish_records", item)
+    assert len(bus.spy.calls_to("put_events")) == calls
+    next_run = invoke("publish_records", {**item, "run": "next-run"})
+
+    # Then the retry publishes nothing and answers the same counts; the next run publishes the file afresh
+    assert again == first == counts(3, quarantined=1)
+    assert next_run == first
+    assert len(export_account.published.delivered()) == 3
+
+
+def test_a_checkpoint_moved_by_another_invocation_stops_this_one(export_account: ExportAccount) -> None:
+    # Given a file's checkpoint at line 10
+    fanout = importlib.import_module("shared.export.fanout")
+    checkpoints = fanout.FileCheckpoints(export_account.environment["EXPORT_TABLE"], RUN)
+    at_ten = fanout.FileProgress(lines=10, records=10, published=10)
+    checkpoints.advance(FILE_KEY, fanout.FileProgress(), at_ten)
+
+    # When an invocation that still believes it is at line 0 tries to move it
+    with pytest.raises(Exception) as moved:
+        checkpoints.advance(FILE_KEY, fanout.FileProgress(), fanout.FileProgress(lines=5, records=5, published=5))
+
+    # Then it is refused with a named error (the Map's Retry resumes from the real checkpoint), and nothing changed
+    assert type(moved.value).__name__ == "CheckpointMovedError"
+    assert checkpoints.load(FILE_KEY) == at_ten
+
+
+def test_the_tally_counts_every_file_of_the_manifest_and_an_unfinished_one_as_unfinished(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a run's manifest of two files, of which only the first was published (with one bad line)
+    RefusingBus(monkeypatch)
+    item = exported_body(export_account, ndjson(fhir_patients(4)) + b"oops\n")
+    invoke("publish_records", item)
+    files = [{"bucket": export_account.bucket, "key": FILE_KEY}, {"bucket": export_account.bucket, "key": "other"}]
+    export_account.s3.put_object(Bucket=export_account.bucket, Key="manifests/job.json", Body=json.dumps(files))
+
+    # When the workflow's Tally step runs, before and after the second file is published
+    before = invoke("tally_export_run", {"run": RUN, "manifestKey": "manifests/job.json"})
+    export_account.s3.put_object(Bucket=export_account.bucket, Key="other", Body=ndjson(fhir_patients(2, start=9)))
+    invoke("publish_records", {**item, "key": "other"})
+    after = invoke("tally_export_run", {"run": RUN, "manifestKey": "manifests/job.json"})
+
+    # Then the unfinished file is reported (the workflow fails the run), and then every record is accounted for
+    assert (before["filesUnfinished"], before["records"]) == (1, 5)
+    assert after == {
+        "status": "COMPLETED_WITH_ERRORS",
+        "files": 2,
+        "filesUnfinished": 0,
+        "records": 7,
+        "published": 6,
+        "quarantined": 1,
+        "undelivered": 0,
+        "accounted": 7,
+        "quarantineLocation": f"s3://{export_account.bucket}/runs/{RUN}/quarantine/",
+        "undeliveredLocation": f"s3://{export_account.bucket}/runs/{RUN}/undelivered/",
+    }
+
+
+@pytest.mark.parametrize("function", ["PublishRecordsFunction", "TallyExportRunFunction"])
+def test_the_fan_out_functions_reach_only_the_run_prefix_and_the_file_checkpoints(function: str) -> None:
+    # Given the function's policies in template.yaml
+    policies = template()["Resources"][function]["Properties"]["Policies"]
+    statements = [s for p in policies if isinstance(p, dict) and "Statement" in p for s in p["Statement"]]
+    # Then it writes S3 objects only under the runs/ prefix its kept lines go to
+    fanout = importlib.import_module("shared.export.fanout")
+    assert fanout.run_prefix(RUN, "quarantine").startswith("runs/")
+    writes = [s["Resource"] for s in statements if "s3:PutObject" in as_list(s["Action"])]
+    assert writes == ([{"Fn::Sub": "${ExportBucket.Arn}/runs/*"}] if function == "PublishRecordsFunction" else [])
+    # And it reaches only FILE# items of the state table (never the RUN lock), with no broad table policy template
+    assert not [p for p in policies if isinstance(p, dict) and any(name.startswith("DynamoDB") for name in p)]
+    table_access = [s for s in statements if any(str(a).startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert table_access
+    for statement in table_access:
+        assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["FILE#*"]}}
 
 
 def test_the_workflow_writes_the_start_message_the_consumer_reads() -> None:

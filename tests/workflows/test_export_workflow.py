@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from moto.events.models import EventsBackend
+from moto.s3.exceptions import MissingKey
+from moto.s3.models import S3Backend
 
 from localcloud.cloud import LocalCloud
 from localcloud.demo import wait_for_execution
@@ -224,3 +229,138 @@ def test_a_file_larger_than_the_state_size_limit_is_published(
     assert described["status"] == "SUCCEEDED", described
     lines = exported_lines(cloud, json.loads(described["output"]))
     assert len(received(cloud, bus_queue)) == len(lines) >= 4
+
+
+def test_a_poison_line_costs_one_line_and_the_run_completes_with_errors(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, bus_queue: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a previous run, then 12 new resources of which one is exported as a truncated line (a torn write: its
+    # line can never be published)
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    assert run(cloud)["status"] == "SUCCEEDED"
+    before = run_state(cloud)["lastRunTime"]
+    good = healthlake.add_resources(datastore, patients(11))
+    poison = healthlake.add_resources(datastore, patients(1))[0]
+    whole_line = healthlake._line
+    monkeypatch.setattr(healthlake, "_line", lambda r: whole_line(r)[: -7 if r["id"] == poison["id"] else None])
+    received(cloud, bus_queue)  # the previous run's events
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then it ends COMPLETED_WITH_ERRORS with every record accounted for and where the kept line is
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert output["status"] == "COMPLETED_WITH_ERRORS"
+    assert (output["records"], output["published"], output["quarantined"], output["undelivered"]) == (12, 11, 1, 0)
+    name = described["executionArn"].rsplit(":", 1)[-1]
+    location = output["quarantineLocation"]
+    assert location.endswith(f"/runs/{name}/quarantine/")
+    # And the quarantine holds the line as exported, with its file, line number and the reason
+    s3 = cloud.client("s3")
+    bucket, _, prefix = location.removeprefix("s3://").partition("/")
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    kept = [json.loads(line) for key in keys for line in s3.get_object(Bucket=bucket, Key=key)["Body"].iter_lines()]
+    assert len(kept) == 1
+    assert f'"id":"{poison["id"]}"' in kept[0]["content"]
+    exported = s3.get_object(Bucket=kept[0]["bucket"], Key=kept[0]["key"])["Body"].read().decode().splitlines()
+    assert exported[kept[0]["line"] - 1] == kept[0]["content"]
+    assert kept[0]["reason"].startswith("not JSON")
+    # And each good record was published exactly once, the poison line never
+    ids = Counter(event["detail"]["id"] for event in received(cloud, bus_queue))
+    assert ids == Counter(record["id"] for record in good)
+    # And lastRunTime moved, so the next run does not meet the same line again
+    assert run_state(cloud)["runStatus"] == "COMPLETED_WITH_ERRORS"
+    assert run_state(cloud)["lastRunTime"] == output["triggerTime"] != before
+    after = json.loads(run(cloud)["output"])
+    assert (after["status"], after["since"], after["quarantined"]) == ("COMPLETED", output["triggerTime"], 0)
+
+
+@dataclass
+class ThrottlingBus:
+    never: set[str] = field(default_factory=set)  # ids of the records the bus never takes
+    throttled: set[str] = field(default_factory=set)  # the entries' Detail it refused at least once
+
+
+@pytest.fixture
+def throttling_bus(monkeypatch: pytest.MonkeyPatch) -> ThrottlingBus:
+    """The export bus refuses (ThrottlingException) every fifth entry of a call the first time it sees it, and the
+    records in `never` every time."""
+    bus = ThrottlingBus()
+    never, refused_once = bus.never, bus.throttled
+    put = EventsBackend.put_events
+
+    def put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        refused: dict[int, dict[str, Any]] = {}
+        for i, event in enumerate(events):
+            detail = str(event.get("Detail", ""))
+            if event.get("Source") != "callback-kit.export":
+                continue
+            if json.loads(detail).get("id") in never or (i % 5 == 0 and detail not in refused_once):
+                refused_once.add(detail)
+                refused[i] = {"ErrorCode": "ThrottlingException", "ErrorMessage": "Rate exceeded"}
+        taken = iter(put(self, [e for i, e in enumerate(events) if i not in refused]))
+        return [refused[i] if i in refused else next(taken) for i in range(len(events))]
+
+    monkeypatch.setattr(EventsBackend, "put_events", put_events)
+    return bus
+
+
+def test_refused_events_are_retried_and_what_stays_refused_is_kept_not_reported_delivered(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, bus_queue: str, throttling_bus: ThrottlingBus
+) -> None:
+    # Given a previous run, then 12 new resources, and a bus that throttles about 20 % of the entries once and never
+    # takes one of the records
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    assert run(cloud)["status"] == "SUCCEEDED"
+    fresh = healthlake.add_resources(datastore, patients(12))
+    throttling_bus.never.add(fresh[4]["id"])
+    received(cloud, bus_queue)
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then the throttled entries were put again and arrived once each; the one never taken is kept as undelivered
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert output["status"] == "COMPLETED_WITH_ERRORS"
+    assert (output["records"], output["published"], output["quarantined"], output["undelivered"]) == (12, 11, 0, 1)
+    assert len(throttling_bus.throttled) >= 3  # the never-taken one and at least two throttled once
+    ids = Counter(event["detail"]["id"] for event in received(cloud, bus_queue))
+    assert ids == Counter(record["id"] for record in fresh if record["id"] != fresh[4]["id"])
+    s3 = cloud.client("s3")
+    bucket, _, prefix = output["undeliveredLocation"].removeprefix("s3://").partition("/")
+    keys = [item["Key"] for item in s3.list_objects_v2(Bucket=bucket, Prefix=prefix)["Contents"]]
+    kept = [json.loads(line) for key in keys for line in s3.get_object(Bucket=bucket, Key=key)["Body"].iter_lines()]
+    assert [(json.loads(k["entry"]["Detail"])["id"], k["errorCode"]) for k in kept] == [
+        (fresh[4]["id"], "ThrottlingException")
+    ]
+    assert run_state(cloud)["lastRunTime"] == output["triggerTime"]
+
+
+def test_a_file_that_never_finished_fails_the_run_as_unaccounted_and_keeps_last_run_time(
+    cloud: LocalCloud, healthlake: HealthLakeSimulator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a previous run, then 6 new resources (two files), and an exported file that cannot be read however often
+    # its Map item is retried (offline the Map then goes on, as a Map with a failure tolerance would on AWS)
+    assert run(cloud)["status"] == "SUCCEEDED"
+    last = run_state(cloud)["lastRunTime"]
+    healthlake.add_resources(cloud.config.parameters["HealthLakeDatastoreId"], patients(6))
+    get_object = S3Backend.get_object
+
+    def unreadable_second_file(self: S3Backend, bucket_name: str, key_name: str, *args: Any, **kwargs: Any) -> Any:
+        if "-FHIR_EXPORT-" in key_name and key_name.endswith("-2-0.ndjson"):
+            raise MissingKey(key_name)
+        return get_object(self, bucket_name, key_name, *args, **kwargs)
+
+    monkeypatch.setattr(S3Backend, "get_object", unreadable_second_file)
+
+    # When the export workflow runs
+    described = run(cloud)
+
+    # Then the check that every record is accounted for fails the run with its named error, and the next run will
+    # export the window again
+    assert described["status"] == "FAILED", described
+    assert described["error"] == "Export.RecordsUnaccounted"
+    assert run_state(cloud)["runStatus"] == "FAILED"
+    assert run_state(cloud)["lastRunTime"] == last

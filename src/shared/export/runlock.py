@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.aws import conditionally, is_running, table
+from shared.exceptions import ExecutionNotEndedError
 from shared.observability import logger
 
 RUN = "RUN"
 RUNNING, FAILED = "RUNNING", "FAILED"
+EXECUTION_ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})  # Step Functions' terminal statuses
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,13 @@ class RunLock:
                 return Lock(True, claimed.get("lastRunTime"))
         return Lock(False, holder.get("lastRunTime"), holder_arn or None)
 
-    def release(self, execution_arn: str) -> bool:
-        """Mark this execution's run FAILED if it still holds the lock (lastRunTime stays, so the next run
+    def release(self, execution_arn: str, status: str) -> bool:
+        """Mark this ended execution's run FAILED if it still holds the lock (lastRunTime stays, so the next run
         re-exports the gap). The workflow's own bookkeeping (MarkCompleted / MarkFailed) covers normal ends; this is
-        for executions that died without it."""
+        for executions that died without it. A status that is not terminal (RUNNING, PENDING_REDRIVE) raises
+        ExecutionNotEndedError and leaves the lock alone: its holder may still be working."""
+        if status not in EXECUTION_ENDED:
+            raise ExecutionNotEndedError(f"{execution_arn} is {status}, not ended: its lock is not released")
         released = conditionally(
             lambda: self._table.update_item(
                 Key={"pk": RUN},
