@@ -171,7 +171,7 @@ class LocalCloud:
 
         self.stack = deploy(built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
         self._configure_async_invokes()
-        self._configure_log_formats()
+        self._configure_logging()
         self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
@@ -295,11 +295,10 @@ class LocalCloud:
 
         return {key: local(value) for key, value in self.stack.outputs.items()}
 
-    def _configure_log_formats(self) -> None:
+    def _configure_logging(self) -> None:
         for resource in self.stack.of_type("AWS::Lambda::Function"):
-            log_format = resource.properties.get("LoggingConfig", {}).get("LogFormat")
-            if log_format:
-                self.runtime.log_formats[resource.physical_id] = str(log_format)
+            logging_config = resource.properties.get("LoggingConfig", {})
+            self.runtime.logging_configs[resource.physical_id] = {k: str(v) for k, v in logging_config.items()}
 
     def _function_log_line(self, function_name: str, line: str) -> None:
         with self._log_lock:
