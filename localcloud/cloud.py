@@ -248,13 +248,15 @@ class LocalCloud:
         else:
             raise ValueError(f"unsupported target {arn}")
 
-    def send_to(self, arn: str, message: Any) -> None:
-        """Send a dead-letter or destination record to an SQS queue, SNS topic, Lambda function or event bus."""
+    def send_to(self, arn: str, message: Any, attributes: dict[str, str] | None = None) -> None:
+        """Send a dead-letter or destination record to an SQS queue (with EventBridge's dead-letter message
+        attributes), SNS topic, Lambda function or event bus."""
         service, resource = arn.split(":")[2], arn.split(":")[-1]
         body = json.dumps(message, default=str)
         if service == "sqs":
             url = self.client("sqs").get_queue_url(QueueName=resource)["QueueUrl"]
-            self.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+            message_attributes = {k: {"DataType": "String", "StringValue": v} for k, v in (attributes or {}).items()}
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=body, MessageAttributes=message_attributes)
         elif service == "sns":
             self.client("sns").publish(TopicArn=arn, Message=body)
         elif service == "lambda":
