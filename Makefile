@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency demo local deploy redrive clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -71,6 +71,12 @@ local: install
 
 deploy: build
 	$(SAM) deploy --config-env $(ENV)
+
+# Replay the deployed stack's dead letters (tools/redrive.py): failed async invocations and undeliverable events are
+# invoked again with their original event, queue messages go back to their queue; only what succeeded is deleted.
+STACK ?= callback-kit-$(ENV)
+redrive: $(VENV)/.installed
+	$(PY) -m tools.redrive --stack-name $(STACK)
 
 # Regenerate docs/openapi.json from the API's models (a test fails when the committed copy drifts).
 openapi: $(VENV)/.installed

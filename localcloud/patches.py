@@ -161,9 +161,7 @@ def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> li
     ]
 
 
-def offline_cloud(
-    runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock
-) -> Patches:
+def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
     (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
     return Patches(

@@ -159,6 +159,9 @@ def test_every_function_and_state_machine_logs_to_a_declared_group_with_retentio
         assert logging and logging["IncludeExecutionData"] is False, logical_id
         (destination,) = logging["Destinations"]
         assert destination["CloudWatchLogsLogGroup"]["LogGroupArn"]["Fn::GetAtt"][0] in log_groups, logical_id
+        # And its role may set up that delivery (SAM does not add it; the state machine would not be created)
+        granted = {a for f, s in statements() if f == logical_id for a in as_list(s["Action"])}
+        assert {"logs:CreateLogDelivery", "logs:PutResourcePolicy", "logs:DescribeLogGroups"} <= granted, logical_id
 
 
 def test_the_log_level_is_lambdas_application_log_level() -> None:
