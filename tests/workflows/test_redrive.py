@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,3 +100,29 @@ def test_a_completion_dead_lettered_by_the_resume_function_is_replayed_and_the_w
     output = json.loads(described["output"])
     assert not tokens_left(cloud, f"translate#{output['translation']['jobId']}")
     assert not tokens_left(cloud, f"macie#{output['classification']['jobId']}")
+    cloud.runtime.drain()  # the execution's status event, before the stack goes
+
+
+def test_a_request_the_admission_queue_gave_up_on_goes_back_to_it_and_is_admitted(cloud: LocalCloud) -> None:
+    # Given a request in the admission dead-letter queue, as SQS leaves it after maxReceiveCount receives
+    sqs, sfn = cloud.client("sqs"), cloud.client("stepfunctions")
+    request_id = f"req-{uuid.uuid4().hex[:12]}"
+    sqs.send_message(
+        QueueUrl=cloud.stack.outputs["AdmissionDeadLetterQueueUrl"],
+        MessageBody=json.dumps({"requestId": request_id, "input": {"seconds": 1}}),
+        MessageGroupId="tenant-1",
+        MessageDeduplicationId=request_id,
+    )
+    # When the redrive runs
+    counts = redrive(cloud.client, "redrive")["AdmissionDeadLetterQueueUrl"]
+    # Then it goes back to the admission queue (its source) and is deleted from the dead-letter queue
+    assert (counts.replayed, counts.failed, counts.left) == (1, 0, [])
+    assert queued(cloud, "AdmissionDeadLetterQueueUrl") == 0
+    # And the scheduled starter admits it: an execution named after the request runs to its end
+    machine = cloud.stack.outputs["AdmittedWorkflowArn"]
+
+    def admitted() -> list[dict[str, Any]]:
+        listed = sfn.list_executions(stateMachineArn=machine, maxResults=1000)["executions"]
+        return [e for e in listed if e["name"] == request_id and e["status"] == "SUCCEEDED"]
+
+    wait_until(lambda: admitted() != [], "the redriven request's execution to succeed")
