@@ -6,11 +6,12 @@ PYTHON ?= $(shell p=$$(pyenv prefix 3.13.0 2>/dev/null) && echo $$p/bin/python3 
 VENV := .venv
 SAM_VENV := .venv-sam
 LAMBDA_VENV := .venv-lambda
+SCAN_VENV := .venv-scan
 PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract demo local deploy redrive scan clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -31,6 +32,12 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 $(LAMBDA_VENV)/.installed: requirements.lock $(VENV)/.installed
 	$(PYTHON) -m venv --without-pip $(LAMBDA_VENV)
 	$(PY) -m pip --python $(LAMBDA_VENV)/bin/python install --quiet -c requirements.lock boto3
+	touch $@
+
+# checkov in its own environment: it pins dependencies of its own, and only `make scan` needs it.
+$(SCAN_VENV)/.installed: requirements-scan.txt
+	$(PYTHON) -m venv $(SCAN_VENV)
+	$(SCAN_VENV)/bin/pip install --quiet -r requirements-scan.txt
 	touch $@
 
 lint: install
@@ -76,6 +83,16 @@ local: install
 deploy: build
 	$(SAM) deploy --config-env $(ENV)
 
+# Static security scan of the template (not in CI); the checks skipped on purpose, and why: .checkov.yaml.
+scan: $(SCAN_VENV)/.installed
+	$(SCAN_VENV)/bin/checkov --config-file .checkov.yaml -f template.yaml
+
+# Replay the deployed stack's dead letters (tools/redrive.py): failed async invocations and undeliverable events are
+# invoked again with their original event, queue messages go back to their queue; only what succeeded is deleted.
+STACK ?= callback-kit-$(ENV)
+redrive: $(VENV)/.installed
+	$(PY) -m tools.redrive --stack-name $(STACK)
+
 # Regenerate docs/openapi.json from the API's models (a test fails when the committed copy drifts).
 openapi: $(VENV)/.installed
 	cd src && TASK_TABLE=t TASK_RESULT_BUCKET=bucket TASK_LOG_RETENTION_DAYS=1 TASK_STATE_MACHINES='{}' \
@@ -89,5 +106,5 @@ lock:
 	rm -rf .venv-lock
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(LAMBDA_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(LAMBDA_VENV) $(SCAN_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

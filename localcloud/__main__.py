@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once; re-check
         # exports every two seconds.
         overrides["parameters"] = {
-            "LogLevel": "WARNING",
+            "LogLevel": "WARN",
             "ReconcileAfterSeconds": "0",
             "ExportRecheckDelaySeconds": "2",
         }

@@ -171,7 +171,7 @@ class LocalCloud:
 
         self.stack = deploy(built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
         self._configure_async_invokes()
-        self._configure_log_formats()
+        self._configure_logging()
         self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
@@ -248,13 +248,15 @@ class LocalCloud:
         else:
             raise ValueError(f"unsupported target {arn}")
 
-    def send_to(self, arn: str, message: Any) -> None:
-        """Send a dead-letter or destination record to an SQS queue, SNS topic, Lambda function or event bus."""
+    def send_to(self, arn: str, message: Any, attributes: dict[str, str] | None = None) -> None:
+        """Send a dead-letter or destination record to an SQS queue (with EventBridge's dead-letter message
+        attributes), SNS topic, Lambda function or event bus."""
         service, resource = arn.split(":")[2], arn.split(":")[-1]
         body = json.dumps(message, default=str)
         if service == "sqs":
             url = self.client("sqs").get_queue_url(QueueName=resource)["QueueUrl"]
-            self.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+            message_attributes = {k: {"DataType": "String", "StringValue": v} for k, v in (attributes or {}).items()}
+            self.client("sqs").send_message(QueueUrl=url, MessageBody=body, MessageAttributes=message_attributes)
         elif service == "sns":
             self.client("sns").publish(TopicArn=arn, Message=body)
         elif service == "lambda":
@@ -295,11 +297,10 @@ class LocalCloud:
 
         return {key: local(value) for key, value in self.stack.outputs.items()}
 
-    def _configure_log_formats(self) -> None:
+    def _configure_logging(self) -> None:
         for resource in self.stack.of_type("AWS::Lambda::Function"):
-            log_format = resource.properties.get("LoggingConfig", {}).get("LogFormat")
-            if log_format:
-                self.runtime.log_formats[resource.physical_id] = str(log_format)
+            logging_config = resource.properties.get("LoggingConfig", {})
+            self.runtime.logging_configs[resource.physical_id] = {k: str(v) for k, v in logging_config.items()}
 
     def _function_log_line(self, function_name: str, line: str) -> None:
         with self._log_lock:

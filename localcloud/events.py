@@ -119,7 +119,12 @@ def render_input_template(template: str, values: dict[str, Any]) -> str:
 _moto_send_to_targets = Rule.send_to_targets  # moto's own, for the targets it delivers itself
 
 
-def rule_delivery(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> Callable[..., None]:
+# Sends a dead-lettered event to the DeadLetterConfig ARN with the message attributes EventBridge sets
+# (RULE_ARN, TARGET_ARN, ERROR_CODE, ERROR_MESSAGE, ...: what a redrive reads to replay the event to its target).
+SendToDlq = Callable[[str, Any, dict[str, str]], None]
+
+
+def rule_delivery(deliver: Deliver, send_to_dlq: SendToDlq) -> Callable[..., None]:
     """The replacement of `Rule.send_to_targets` (installed by localcloud/patches.py): Lambda and Step Functions
     targets through `deliver`, SQS targets with their Input applied; the other targets are left to moto."""
 
@@ -134,12 +139,17 @@ def rule_delivery(deliver: Deliver, send_to_dlq: Callable[[str, Any], None]) -> 
             service = target["Arn"].split(":")[2]
             if service in ("lambda", "states"):
                 _deliver_with_retries(
-                    lambda arn, t=target: deliver(arn, target_input(t, event, self)), send_to_dlq, target, event
+                    lambda arn, t=target: deliver(arn, target_input(t, event, self)),
+                    send_to_dlq,
+                    self.arn,
+                    target,
+                    event,
                 )
             elif service == "sqs":  # moto ignores Input and InputPath, and misquotes InputTransformer values
                 _deliver_with_retries(
                     lambda arn, t=target: _send_to_queue(t, target_text(t, event, self)),
                     send_to_dlq,
+                    self.arn,
                     target,
                     event,
                 )
@@ -200,7 +210,7 @@ def _send_to_queue(target: dict[str, Any], body: str) -> None:
 
 
 def _deliver_with_retries(
-    send: Callable[[str], None], send_to_dlq: Callable[[str, Any], None], target: dict[str, Any], event: dict[str, Any]
+    send: Callable[[str], None], send_to_dlq: SendToDlq, rule_arn: str, target: dict[str, Any], event: dict[str, Any]
 ) -> None:
     attempts = 1 + int(target.get("RetryPolicy", {}).get("MaximumRetryAttempts", 185))
     error: Exception | None = None
@@ -214,7 +224,15 @@ def _deliver_with_retries(
     dlq = target.get("DeadLetterConfig", {}).get("Arn")
     LOG.warning("rule target %s failed (%s); dead-letter queue: %s", target["Arn"], error, dlq)
     if dlq:
-        send_to_dlq(dlq, _as_delivered(event))
+        attributes = {
+            "RULE_ARN": rule_arn,
+            "TARGET_ARN": target["Arn"],
+            "ERROR_CODE": "SDK_CLIENT_ERROR",
+            "ERROR_MESSAGE": str(error)[:256],
+            "EXHAUSTED_RETRY_CONDITION": "MaximumRetryAttemptsExhausted",
+            "RETRY_ATTEMPTS": str(min(attempts, 3) - 1),
+        }
+        send_to_dlq(dlq, _as_delivered(event), attributes)
 
 
 # --- schedules ----------------------------------------------------------------------------------------------------

@@ -119,9 +119,12 @@ class FunctionSpec:
     runtime: str
     environment: dict[str, str]
     log_format: str
+    log_group: str
+    log_level: str | None  # ApplicationLogLevel (JSON log format only), which Powertools follows
 
     @classmethod
-    def of(cls, fn: LambdaFunction, code_dir: Path, log_format: str) -> FunctionSpec:
+    def of(cls, fn: LambdaFunction, code_dir: Path, logging_config: dict[str, str]) -> FunctionSpec:
+        log_format = logging_config.get("LogFormat", "Text")
         return cls(
             name=fn.function_name,
             arn=fn.function_arn,
@@ -132,6 +135,8 @@ class FunctionSpec:
             runtime=fn.run_time,
             environment={k: str(v) for k, v in (fn.environment_vars or {}).items()},
             log_format=log_format,
+            log_group=logging_config.get("LogGroup") or f"/aws/lambda/{fn.function_name}",
+            log_level=logging_config.get("ApplicationLogLevel") if log_format == "JSON" else None,
         )
 
     def lambda_environment(self, endpoint: str, region: str) -> dict[str, str]:
@@ -142,7 +147,7 @@ class FunctionSpec:
             "AWS_LAMBDA_FUNCTION_NAME": self.name,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{self.name}",
+            "AWS_LAMBDA_LOG_GROUP_NAME": self.log_group,
             "AWS_LAMBDA_LOG_STREAM_NAME": stream,
             "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
             "AWS_LAMBDA_LOG_FORMAT": self.log_format,
@@ -169,6 +174,8 @@ class FunctionSpec:
             "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
             "AWS_EC2_METADATA_DISABLED": "true",
         }
+        if self.log_level:
+            reserved["AWS_LAMBDA_LOG_LEVEL"] = self.log_level
         return {**self.environment, **reserved}  # reserved variables cannot be overridden on Lambda either
 
 
@@ -421,8 +428,8 @@ class LambdaRuntime:
         self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
         self.python = runtime_python()
         self.account_concurrency = ACCOUNT_CONCURRENCY
-        # function name -> LoggingConfig.LogFormat, which moto's Lambda does not keep (it keeps the rest of a function)
-        self.log_formats: dict[str, str] = {}
+        # function name -> LoggingConfig (format, levels, group), which moto's Lambda does not keep (it keeps the rest)
+        self.logging_configs: dict[str, dict[str, str]] = {}
         self.async_configs: dict[str, AsyncConfig] = {}
         self.send_to_destination: Callable[[str, dict[str, Any]], None] = lambda arn, record: None
         self._pools: dict[str, FunctionPool] = {}
@@ -537,7 +544,7 @@ class LambdaRuntime:
             pool = self._pools.get(fn.function_name)
             if pool is None:
                 code_dir = (self.root / fn.code["S3Key"]).resolve()
-                spec = FunctionSpec.of(fn, code_dir, self.log_formats.get(fn.function_name, "Text"))
+                spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}))
                 reserved = fn.reserved_concurrency  # ReservedConcurrentExecutions, as CloudFormation or the API set it
                 limit = self.account_concurrency if reserved is None else int(reserved)
                 pool = self._pools[fn.function_name] = FunctionPool(spec, limit, self._start_worker)

@@ -10,7 +10,7 @@ its lifetime, so a cloud nested in another (a test's own cloud inside a session'
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,16 +154,14 @@ def dynamodb_atomic() -> list[Patch]:
     return [Patch(DynamoDBBackend, name, dynamodb.serialised(name), "gap 14") for name in dynamodb.OPERATIONS]
 
 
-def event_delivery(deliver: events.Deliver, send_to_dlq: Callable[[str, Any], None]) -> list[Patch]:
+def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> list[Patch]:
     return [
         Patch(Rule, "send_to_targets", events.rule_delivery(deliver, send_to_dlq), "gap 15"),
         Patch(EventsBackend, "put_events", events.put_events, "gap 12"),
     ]
 
 
-def offline_cloud(
-    runtime: LambdaRuntime, deliver: events.Deliver, send_to: Callable[[str, Any], None], clock: Clock
-) -> Patches:
+def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
     (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
     return Patches(

@@ -267,7 +267,7 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
     for resource_ in cloud.stack.of_type("AWS::Lambda::Function"):
         handler = resource_.properties["Handler"].rsplit(".", 1)[0]
         code_dir = build / resource_.logical_id
-        spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, "Text")
+        spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, {})
         # Lambda's environment matters: in Lambda (LAMBDA_TASK_ROOT) the X-Ray SDK skips its sampling-rules client
         environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
         ms = timed(
@@ -574,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = [50, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
-    parameters = {"ReconcileAfterSeconds": "100000", "LogLevel": "WARNING", "TaskTimeoutSeconds": "3600"}
+    parameters = {"ReconcileAfterSeconds": "100000", "LogLevel": "WARN", "TaskTimeoutSeconds": "3600"}
     out = ROOT / ".aws-sam" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     config = CloudConfig(

@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     route_logs(out / "concurrency-functions.log")
     parameters = {
-        "LogLevel": "WARNING",
+        "LogLevel": "WARN",
         "AdmissionMaxRunning": str(LIMIT),
         "AdmissionSchedule": "rate(1 minute)",
         "GateLimit": str(LIMIT),

@@ -65,9 +65,9 @@ def receive_all(cloud: LocalCloud, queue_url: str) -> list[dict[str, Any]]:
     sqs = cloud.client("sqs")
     messages: list[dict[str, Any]] = []
     while True:
-        batch = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
-            "Messages", []
-        )
+        batch = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+        ).get("Messages", [])
         if not batch:
             return messages
         messages.extend(batch)
@@ -402,6 +402,11 @@ def test_undeliverable_rule_target_goes_to_its_dead_letter_queue(cloud: LocalClo
     dead = wait_for(lambda: receive_all(cloud, dlq), what="the dead-lettered event")
     event = json.loads(dead[0]["Body"])
     assert (event["detail-type"], event["detail"]) == ("Undeliverable", {"marker": marker})
+    # With the attributes EventBridge sets, which name the rule and the target a redrive replays it to
+    attributes = {k: v["StringValue"] for k, v in dead[0]["MessageAttributes"].items()}
+    assert attributes["RULE_ARN"].endswith(":rule/to-missing-function")
+    assert attributes["TARGET_ARN"] == f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:does-not-exist"
+    assert {"ERROR_CODE", "ERROR_MESSAGE"} <= set(attributes)
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", event["time"])
     assert "ingestion-time" not in event
 

@@ -148,7 +148,9 @@ def test_send_task_success_finds_its_task_by_token_whatever_else_is_starting(aws
 
 # --- EventBridge: reserved sources ------------------------------------------------------------------------------------
 def test_a_client_cannot_put_an_event_with_an_aws_source(aws: None, request: pytest.FixtureRequest) -> None:
-    installed = patches.Patches(patches.event_delivery(lambda arn, payload: None, lambda arn, payload: None))
+    installed = patches.Patches(
+        patches.event_delivery(lambda arn, payload: None, lambda arn, payload, attributes: None)
+    )
     request.addfinalizer(installed.uninstall)
     installed.install()
     client = boto3.client("events", region_name=REGION)

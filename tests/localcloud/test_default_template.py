@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.lambdas import FunctionSpec
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
@@ -24,6 +25,18 @@ def test_the_default_template_deploys_without_the_export_workflow() -> None:
         assert not {"TakeExportLockFunction", "ReleaseExportLockFunction", "ExportJobFunction"} & functions
         assert not any(rule.startswith("ReleaseExportLockFunction") for rule in rules)
         assert "DocumentsWorkflowArn" in outputs and "ExportWorkflowArn" not in outputs
+        # And a function's worker gets the log group and application log level of its LoggingConfig, as on Lambda
+        (register,) = [
+            f for f in cloud.stack.of_type("AWS::Lambda::Function") if f.logical_id == "RegisterTokenFunction"
+        ]
+        spec = FunctionSpec.of(
+            cloud.runtime.function(register.physical_id),
+            TEMPLATE.parent,
+            cloud.runtime.logging_configs[register.physical_id],
+        )
+        environment = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
+        assert environment["AWS_LAMBDA_LOG_GROUP_NAME"] == "/aws/lambda/defaults/RegisterTokenFunction"
+        assert (environment["AWS_LAMBDA_LOG_FORMAT"], environment["AWS_LAMBDA_LOG_LEVEL"]) == ("JSON", "INFO")
         # And its functions run from their packages
         assert cloud.invoke_function("RegisterTokenFunction", {"service": "translate"})[0]["errorType"] == (
             "ValidationError"

@@ -23,7 +23,7 @@ def _attributes(installed: patches.Patches) -> dict[tuple[int, str], Any]:
 @pytest.fixture
 def offline_patches(tmp_path: Any) -> patches.Patches:
     runtime = LambdaRuntime(tmp_path, "us-east-1")
-    return patches.offline_cloud(runtime, lambda arn, payload: None, lambda arn, payload: None, Clock())
+    return patches.offline_cloud(runtime, lambda arn, payload: None, lambda arn, payload, attributes: None, Clock())
 
 
 def test_every_patch_cites_a_gap_of_the_catalogue_or_speed(offline_patches: patches.Patches) -> None:
@@ -49,7 +49,7 @@ def test_uninstall_gives_moto_back_exactly_as_it_was(offline_patches: patches.Pa
 
 
 def test_a_nested_set_restores_the_outer_one(offline_patches: patches.Patches, tmp_path: Any) -> None:
-    inner = patches.Patches(patches.event_delivery(lambda arn, payload: None, lambda arn, payload: None))
+    inner = patches.Patches(patches.event_delivery(lambda arn, payload: None, lambda arn, payload, attributes: None))
     with offline_patches:
         outer_delivery = Rule.send_to_targets
         with inner:

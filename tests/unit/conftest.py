@@ -71,7 +71,7 @@ def deployed() -> Iterator[tuple[Deployed, Workflows]]:
                 support._deployed.remove(stack)
 
 
-def undeliverable(arn: str, record: Any) -> None:
+def undeliverable(arn: str, record: Any, attributes: dict[str, str]) -> None:
     raise AssertionError(f"a rule's delivery failed and went to its dead-letter queue {arn}: {record}")
 
 

@@ -1,0 +1,128 @@
+"""`make redrive` on the offline cloud: a job's completion that failed into the resume dead-letter queue is replayed
+to the resume function, and the job's workflow goes on."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.demo import wait_for_execution
+from localcloud.lambdas import FunctionError
+from tests.workflows.conftest import REGION, ROOT, SPEEDUP
+from tests.workflows.test_documents import CLEAN, Run, simulate, tokens_left
+from tools.redrive import redrive
+
+
+@pytest.fixture(scope="module")
+def cloud() -> Iterator[LocalCloud]:
+    """A stack of its own whose reconciler only runs daily: nothing but a redrive resumes a lost completion."""
+    config = CloudConfig(
+        template=ROOT / "template.yaml",
+        stack_name="redrive",
+        region=REGION,
+        aws_port=0,
+        http_port=0,
+        speedup=SPEEDUP,
+        # Macie's log group is the account's: the session's stack may have made it already
+        parameters={"ReconcileSchedule": "rate(1 day)", "LogLevel": "WARN", "CreateMacieLogGroup": "false"},
+        async_retry_delay_seconds=0.1,
+    )
+    with LocalCloud(config) as running:
+        yield running
+
+
+class Outage:
+    """The resume function fails every invocation while `on` (a dependency it needs is down)."""
+
+    def __init__(self, cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.on = True
+        runtime, real_invoke = cloud.runtime, cloud.runtime.invoke
+        (resume,) = [
+            r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "ResumeJobFunction"
+        ]
+
+        def invoke(name_or_arn: str, event: Any, wait: bool = False) -> Any:
+            if self.on and runtime.function(name_or_arn).function_name == resume:
+                raise FunctionError({"errorType": "ServiceUnavailable", "errorMessage": "outage", "stackTrace": []})
+            return real_invoke(name_or_arn, event, wait)
+
+        monkeypatch.setattr(runtime, "invoke", invoke)
+
+
+def queued(cloud: LocalCloud, output: str) -> int:
+    attributes = cloud.client("sqs").get_queue_attributes(
+        QueueUrl=cloud.stack.outputs[output], AttributeNames=["ApproximateNumberOfMessages"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"])
+
+
+def wait_until(condition: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_completion_dead_lettered_by_the_resume_function_is_replayed_and_the_workflow_resumes(
+    cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the resume function down while a documents workflow's Translate and Macie jobs finish
+    simulate(cloud)
+    outage = Outage(cloud, monkeypatch)
+    run = Run(cloud, {"clean.txt": CLEAN})
+    execution = run.start()
+    # Then both completions fail every retry into the resume dead-letter queue, and the workflow keeps waiting
+    wait_until(lambda: queued(cloud, "ResumeDeadLetterQueueUrl") == 2, "two on-failure destination records")
+    cloud.runtime.drain()
+    assert cloud.client("stepfunctions").describe_execution(executionArn=execution)["status"] == "RUNNING"
+
+    # When the redrive runs while the function still fails
+    counts = redrive(cloud.client, "redrive")["ResumeDeadLetterQueueUrl"]
+    # Then nothing is deleted: both records are back in the queue for the next run
+    assert (counts.replayed, counts.failed, counts.left) == (0, 2, [])
+    assert queued(cloud, "ResumeDeadLetterQueueUrl") == 2
+
+    # When the function is back and the redrive runs again
+    outage.on = False
+    counts = redrive(cloud.client, "redrive")["ResumeDeadLetterQueueUrl"]
+    # Then both completions are replayed with their original events and deleted
+    assert (counts.replayed, counts.failed, counts.left) == (2, 0, [])
+    assert queued(cloud, "ResumeDeadLetterQueueUrl") == 0
+    # And the workflow resumes from both waits and finishes, its tokens used up
+    described = wait_for_execution(cloud, execution, timeout=40, show=False)
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert not tokens_left(cloud, f"translate#{output['translation']['jobId']}")
+    assert not tokens_left(cloud, f"macie#{output['classification']['jobId']}")
+    cloud.runtime.drain()  # the execution's status event, before the stack goes
+
+
+def test_a_request_the_admission_queue_gave_up_on_goes_back_to_it_and_is_admitted(cloud: LocalCloud) -> None:
+    # Given a request in the admission dead-letter queue, as SQS leaves it after maxReceiveCount receives
+    sqs, sfn = cloud.client("sqs"), cloud.client("stepfunctions")
+    request_id = f"req-{uuid.uuid4().hex[:12]}"
+    sqs.send_message(
+        QueueUrl=cloud.stack.outputs["AdmissionDeadLetterQueueUrl"],
+        MessageBody=json.dumps({"requestId": request_id, "input": {"seconds": 1}}),
+        MessageGroupId="tenant-1",
+        MessageDeduplicationId=request_id,
+    )
+    # When the redrive runs
+    counts = redrive(cloud.client, "redrive")["AdmissionDeadLetterQueueUrl"]
+    # Then it goes back to the admission queue (its source) and is deleted from the dead-letter queue
+    assert (counts.replayed, counts.failed, counts.left) == (1, 0, [])
+    assert queued(cloud, "AdmissionDeadLetterQueueUrl") == 0
+    # And the scheduled starter admits it: an execution named after the request runs to its end
+    machine = cloud.stack.outputs["AdmittedWorkflowArn"]
+
+    def admitted() -> list[dict[str, Any]]:
+        listed = sfn.list_executions(stateMachineArn=machine, maxResults=1000)["executions"]
+        return [e for e in listed if e["name"] == request_id and e["status"] == "SUCCEEDED"]
+
+    wait_until(lambda: admitted() != [], "the redriven request's execution to succeed")
