@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from localcloud.clock import ManualClock
 from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
+from tests.unit.payloads import registration as registration_of
 from tests.unit.payloads import translate_job
 from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
 from tests.unit.waiting import WaitingTask
@@ -42,7 +43,7 @@ def translate_event(status: str, job_id: str = JOB_ID) -> dict[str, Any]:
 
 def registration(token: str, job_id: str = JOB_ID, **extra: Any) -> dict[str, Any]:
     """What the workflow's WaitForTranslation task sends the register function."""
-    return {"service": "translate", "jobId": job_id, "taskToken": token, **extra}
+    return registration_of(extra.pop("service", "translate"), job_id, token, **extra)
 
 
 def register(token: str, job_id: str = JOB_ID, **extra: Any) -> str:
@@ -151,7 +152,7 @@ def test_a_registration_for_a_service_no_adapter_knows_is_refused_and_nothing_is
 
     # When it registers its token
     with pytest.raises(UnknownServiceError) as refused:
-        invoke("register_token", {"service": service, "jobId": JOB_ID, "taskToken": token})
+        invoke("register_token", registration(token, service=service))
 
     # Then it is refused with a named error listing the services it could have named, and nothing is stored
     # (its job's completion could never resume it)
@@ -165,8 +166,8 @@ def test_a_registration_for_a_service_no_adapter_knows_is_refused_and_nothing_is
 def test_job_ids_of_different_services_never_collide(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> None:
     # Given two workflows waiting for jobs of different services that happen to have the same id
     translation, export = waiting_task(), waiting_task()
-    assert callbacks().register("translate", "job-1", translation.token).value == "REGISTERED"
-    assert callbacks().register("healthlake", "job-1", export.token).value == "REGISTERED"
+    assert register(translation.token, "job-1") == "REGISTERED"
+    assert register(export.token, "job-1", service="healthlake") == "REGISTERED"
 
     # When the Translate job completes
     status = complete("COMPLETED", job_id="job-1")

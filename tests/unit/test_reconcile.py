@@ -20,7 +20,14 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
 from localcloud.clock import ManualClock
-from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
+from tests.unit.payloads import (
+    bda_status,
+    healthlake_export,
+    invocation_arn,
+    macie_job,
+    registration,
+    translate_job,
+)
 from tests.unit.support import EVENTS, Aws, ClientSpy, backdate_registration, invoke
 from tests.unit.waiting import WaitingTask, wait_until
 
@@ -89,8 +96,9 @@ def waiting_for(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> Callable[
         job: Job, seconds: int | None = None, heartbeat_seconds: int = HEARTBEAT_SECONDS, **task: Any
     ) -> WaitingTask:
         waiting = waiting_task(heartbeat_seconds=heartbeat_seconds, **task)
-        registration = {"service": job.service, "jobId": job.job_id, "taskToken": waiting.token}
-        assert invoke("register_token", registration) == {"status": "REGISTERED"}
+        assert invoke("register_token", registration(job.service, job.job_id, waiting.token)) == {
+            "status": "REGISTERED"
+        }
         backdate_registration(aws, job.key, threshold + 120 if seconds is None else seconds)
         return waiting
 
