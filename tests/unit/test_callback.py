@@ -18,11 +18,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from localcloud.clock import ManualClock
-from shared.exceptions import TokenConflictError, UnknownJobEventError, UnknownServiceError
+from shared.exceptions import TokenConflictError, TransientAwsError, UnknownJobEventError, UnknownServiceError
+from tests.unit.faults import CONNECTION_LOST, fail
 from tests.unit.payloads import registration as registration_of
 from tests.unit.payloads import translate_job
 from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
@@ -537,3 +539,179 @@ def test_task_tokens_never_appear_in_the_logs(
     assert "already closed" in function_logs.getvalue()
     for token in tokens:
         assert token not in logged
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Transient AWS errors never become a job's outcome
+# ----------------------------------------------------------------------------------------------------------------
+def functions_client(service: str) -> Any:
+    """The functions' own (cached) client of a service: faults injected into it reach the handlers."""
+    return importlib.import_module("shared.aws").client(service)
+
+
+def token_table() -> Any:
+    """The functions' own DynamoDB client behind the token table."""
+    settings = importlib.import_module("shared.settings").callback_settings()
+    return importlib.import_module("shared.aws").table(settings.token_table).meta.client
+
+
+TRANSIENT = [
+    ("ProvisionedThroughputExceededException", 400),
+    ("ThrottlingException", 400),
+    ("InternalServerError", 500),
+    (CONNECTION_LOST, 0),
+]
+
+
+@pytest.mark.parametrize(("code", "status"), TRANSIENT, ids=[code for code, _ in TRANSIENT])
+def test_a_registration_the_token_table_throttles_raises_transient_aws_error_and_stores_nothing(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], code: str, status: int
+) -> None:
+    # Given a waiting workflow, and the token table refusing the write (throttled, failing or unreachable)
+    task = waiting_task()
+    fault = fail(token_table(), "PutItem", code, status, times=1)
+
+    # When the token is registered
+    # Then the register function raises the named error the Task state's Retry matches, and nothing is stored
+    with pytest.raises(TransientAwsError):
+        register(task.token)
+    assert fault.failed == 1
+    assert aws.items() == []
+    assert task.status() == "RUNNING"
+
+    # And the Task state's retry registers, so the job's completion resumes the workflow
+    assert register(task.token) == "REGISTERED"
+    assert complete("COMPLETED") == "RESUMED"
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+
+
+def test_an_early_completion_whose_delivery_is_throttled_is_delivered_by_the_retried_registration(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a job that finished before its workflow registered, and SendTaskSuccess throttled once
+    assert complete("COMPLETED") == "RECORDED"
+    task = waiting_task()
+    fail(functions_client("stepfunctions"), "SendTaskSuccess", times=1)
+
+    # When the token is registered
+    # Then the registration raises TransientAwsError: the recorded outcome is kept, the task still waits
+    with pytest.raises(TransientAwsError):
+        register(task.token)
+    item = aws.item(JOB_KEY)
+    assert item is not None and "outcome" in item
+    assert task.status() == "RUNNING"
+    assert sfn_spy.calls_to("send_task_failure") == []
+
+    # And the Task state's retry delivers it
+    assert register(task.token) == "RESUMED"
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+    assert aws.items() == []
+
+
+@pytest.mark.parametrize(
+    ("operation", "code", "status"),
+    [
+        ("SendTaskSuccess", "ThrottlingException", 400),
+        ("SendTaskSuccess", "ServiceUnavailable", 503),
+        ("SendTaskSuccess", CONNECTION_LOST, 0),
+        ("GetItem", "ProvisionedThroughputExceededException", 400),
+        ("DeleteItem", "ThrottlingException", 400),
+    ],
+    ids=lambda value: str(value),
+)
+def test_a_completion_a_call_of_which_is_throttled_raises_transient_aws_error_and_is_delivered_on_retry(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, operation: str, code: str, status: int
+) -> None:
+    # Given a waiting workflow, and one of the resume function's calls throttled (or failing, or unreachable) once
+    task = waiting_task()
+    register(task.token)
+    client = functions_client("stepfunctions") if operation.startswith("SendTask") else token_table()
+    fail(client, operation, code, status, times=1)
+
+    # When the job's completion event arrives
+    # Then the resume function raises TransientAwsError (Lambda retries the event, then dead-letters it): the
+    # workflow is never failed for it
+    with pytest.raises(TransientAwsError):
+        complete("COMPLETED")
+    assert sfn_spy.calls_to("send_task_failure") == []
+    if operation != "DeleteItem":  # a throttled clean-up comes after the workflow was resumed
+        assert task.status() == "RUNNING"
+        item = aws.item(JOB_KEY)
+        assert item is not None and item["token"] == task.token
+
+    # And Lambda's retry of the event resumes the workflow with the job's outcome (once)
+    assert complete("COMPLETED") in {"RESUMED", "ALREADY_CLOSED"}
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+    assert aws.items() == []
+    assert sfn_spy.calls_to("send_task_failure") == []
+
+
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ValidationException"])
+def test_an_error_that_a_retry_cannot_fix_is_not_called_transient(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], code: str
+) -> None:
+    # Given the token table refusing the write for good (permissions, a bad request)
+    task = waiting_task()
+    fail(token_table(), "PutItem", code, 400)
+
+    # When the token is registered
+    # Then the service's own error surfaces (the Task state's Retry does not match it)
+    with pytest.raises(ClientError) as refused:
+        register(task.token)
+    assert refused.value.response["Error"]["Code"] == code
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A retried registration: Step Functions may hand the retry a new task token
+# ----------------------------------------------------------------------------------------------------------------
+WAITER = {
+    "executionArn": "arn:aws:states:us-east-1:123456789012:execution:callback-kit-documents:run-1",
+    "stateName": "WaitForTranslation",
+    "stateEnteredTime": "2026-01-15T10:30:06.123Z",
+}
+
+
+def test_a_retried_registration_with_a_new_token_replaces_the_dead_one(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a registration whose Task state attempt failed after the token was stored (its token is dead), and the
+    # state's retry, which brought a new token (two parked tasks stand for the two attempts' tokens)
+    dead, retried = waiting_task(), waiting_task()
+    assert register(dead.token, **WAITER) == "REGISTERED"
+
+    # When the retry registers its new token from the same execution, state and state entry
+    status = register(retried.token, **WAITER)
+
+    # Then it replaces the dead token, and the job's completion resumes the retry's token
+    assert status == "REGISTERED"
+    item = aws.item(JOB_KEY)
+    assert item is not None and item["token"] == retried.token
+    assert complete("COMPLETED") == "RESUMED"
+    assert retried.wait_until_closed()["status"] == "SUCCEEDED"
+    assert dead.status() == "RUNNING"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"executionArn": WAITER["executionArn"].replace("run-1", "run-2")},  # another execution
+        {"stateName": "WaitForClassification"},  # another state of the same execution
+        {"stateEnteredTime": "2026-01-15T10:45:00.000Z"},  # the state entered again (a loop): another wait
+    ],
+    ids=["another-execution", "another-state", "another-entry"],
+)
+def test_a_registration_from_another_waiter_never_replaces_the_token(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], other: dict[str, str]
+) -> None:
+    # Given a workflow's registered token
+    first, second = waiting_task(), waiting_task()
+    assert register(first.token, **WAITER) == "REGISTERED"
+
+    # When another waiter registers a token for the same job
+    # Then it is refused with TokenConflictError, and the first token stays
+    with pytest.raises(TokenConflictError):
+        register(second.token, **{**WAITER, **other})
+    item = aws.item(JOB_KEY)
+    assert item is not None and item["token"] == first.token
+    assert complete("COMPLETED") == "RESUMED"
+    assert first.wait_until_closed()["status"] == "SUCCEEDED"
