@@ -27,7 +27,7 @@ from shared.exceptions import TokenConflictError, TransientAwsError, UnknownJobE
 from tests.unit.faults import CONNECTION_LOST, fail
 from tests.unit.payloads import registration as registration_of
 from tests.unit.payloads import translate_job
-from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
+from tests.unit.support import EVENTS, REPO, Aws, ClientSpy, invoke, template
 from tests.unit.waiting import WaitingTask
 
 JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
@@ -715,3 +715,55 @@ def test_a_registration_from_another_waiter_never_replaces_the_token(
     assert item is not None and item["token"] == first.token
     assert complete("COMPLETED") == "RESUMED"
     assert first.wait_until_closed()["status"] == "SUCCEEDED"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the workflows and the template give the functions
+# ----------------------------------------------------------------------------------------------------------------
+def register_tasks() -> list[tuple[str, dict[str, Any]]]:
+    """Every Task state of the state machines that invokes the register function, as (file:state, state)."""
+    found = []
+    for path in sorted((REPO / "statemachines").glob("*.asl.json")):
+        pending = [json.loads(path.read_text())]
+        while pending:
+            machine = pending.pop()
+            for name, state in machine["States"].items():
+                pending.extend(state.get("Branches", []))
+                if state.get("Parameters", {}).get("FunctionName") == "${RegisterTokenFunctionArn}":
+                    found.append((f"{path.name}:{name}", state))
+    return found
+
+
+@pytest.mark.parametrize(("where", "state"), register_tasks(), ids=[where for where, _ in register_tasks()])
+def test_every_register_task_names_its_waiter_and_retries_transient_errors_with_jitter(
+    where: str, state: dict[str, Any]
+) -> None:
+    # Given a Task state that registers its token
+    # Then it tells the register function which waiter it is (so a retry can replace its own dead token)
+    payload = state["Parameters"]["Payload"]
+    assert payload["executionArn.$"] == "$$.Execution.Id"
+    assert payload["stateName.$"] == "$$.State.Name"
+    assert payload["stateEnteredTime.$"] == "$$.State.EnteredTime"
+    # and it retries TransientAwsError and Lambda's own transient errors, backing off with a cap and full jitter
+    retry = next(r for r in state["Retry"] if "TransientAwsError" in r["ErrorEquals"])
+    assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retry["ErrorEquals"])
+    assert retry["BackoffRate"] > 1
+    assert retry["MaxDelaySeconds"] > 0
+    assert retry["JitterStrategy"] == "FULL"
+
+
+def test_the_reconciler_is_not_retried_by_lambda_but_its_failures_reach_the_destination() -> None:
+    properties = template()["Resources"]["ReconcileJobsFunction"]["Properties"]
+    assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    assert properties["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Type"] == "SQS"
+
+
+def test_the_resume_function_may_describe_classification_jobs_and_nothing_more_of_macie() -> None:
+    statements = [
+        statement
+        for policy in template()["Resources"]["ResumeJobFunction"]["Properties"]["Policies"]
+        if isinstance(policy, dict) and "Statement" in policy
+        for statement in policy["Statement"]
+    ]
+    macie = [s["Action"] for s in statements if "macie2" in str(s["Action"])]
+    assert macie == ["macie2:DescribeClassificationJob"]
