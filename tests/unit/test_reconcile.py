@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -490,3 +491,31 @@ def test_one_throttled_job_of_twenty_does_not_stop_the_other_nineteen(
     item = aws.item(throttled.key)
     assert item is not None and item["token"] == tasks[throttled.job_id].token
     stubbed("translate").assert_no_pending_responses()
+
+
+def test_the_reconciler_describes_jobs_in_parallel_at_a_paced_rate(
+    aws: Aws, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber], sfn_spy: ClientSpy
+) -> None:
+    # Given twelve workflows waiting for running translation jobs, and the translate client recording when (and on
+    # which thread) each DescribeTextTranslationJob call starts
+    jobs = [Job("translate", f"{n:032x}", "translate", "describe_text_translation_job", {}) for n in range(12)]
+    tasks = [waiting_for(job) for job in jobs]
+    for job in jobs:
+        stubbed("translate").add_response(job.method, translate_job(job.job_id, "IN_PROGRESS"))
+    started: list[tuple[float, int]] = []
+
+    def record(**_: Any) -> None:
+        started.append((time.monotonic(), threading.get_ident()))
+
+    translate = importlib.import_module("shared.aws").client("translate")
+    translate.meta.events.register_first("before-parameter-build.translate.DescribeTextTranslationJob", record)
+
+    # When the reconciler runs
+    assert reconcile() == {**NOTHING, "HEARTBEAT": 12}
+
+    # Then the describes ran on several threads, yet no faster than ten a second (the describe rate limit)
+    assert len(started) == 12
+    assert len({thread for _, thread in started}) > 1
+    times = sorted(at for at, _ in started)
+    assert times[-1] - times[0] >= 11 * 0.1 - 0.01
+    assert {call["taskToken"] for call in sfn_spy.calls_to("send_task_heartbeat")} == {t.token for t in tasks}
