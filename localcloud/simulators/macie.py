@@ -50,7 +50,8 @@ Job log (CloudWatch Logs; Macie publishes no job event of its own): group `/aws/
 missing), one stream per job named after the jobId, one JSON message per job event:
 
     {"adminAccountId", "jobId", "eventType", "occurredAt" (ISO-8601, simulated clock), "description", "jobName",
-     "operation" (only where one applies, see below), "runDate" (ISO-8601, the run's start),
+     "operation" (only where one applies: CreateClassificationJob, UpdateClassificationJob, ListObjectsV2 for bucket
+     errors, ListBuckets for ACCOUNT_ACCESS_DENIED), "runDate" (ISO-8601, the run's start),
      "affectedAccount" (error events), "affectedResource": {"type": "S3_BUCKET_NAME", "value": bucket}
      (bucket-level error events)}
 
@@ -123,7 +124,8 @@ BUCKET_ERRORS = (
     "BUCKET_IN_DIFFERENT_REGION",
     "BUCKET_OWNER_CHANGED",
 )
-ACCOUNT_ERRORS = (
+ACCOUNT_ERRORS = (  # the user guide's account-level error events, all of them
+    "ACCOUNT_ACCESS_DENIED",
     "ACCOUNT_DISABLED",
     "ACCOUNT_DISASSOCIATED",
     "ACCOUNT_ISOLATED",
@@ -142,6 +144,7 @@ DESCRIPTIONS = {
     "BUCKET_DOES_NOT_EXIST": "The affected S3 bucket doesn't exist.",
     "BUCKET_IN_DIFFERENT_REGION": "The affected S3 bucket was moved to a different AWS Region.",
     "BUCKET_OWNER_CHANGED": "The owner of the affected S3 bucket changed.",
+    "ACCOUNT_ACCESS_DENIED": "Macie doesn't have permission to access S3 bucket data for the affected account.",
     "ACCOUNT_DISABLED": "Macie is disabled for the affected account.",
     "ACCOUNT_DISASSOCIATED": "The affected account is no longer associated with the Macie administrator account.",
     "ACCOUNT_ISOLATED": "The affected account is isolated.",
@@ -394,7 +397,9 @@ class MacieSimulator(Simulator):
         errors: list[tuple[str, dict[str, Any]]] = []
         if job.outcome in ACCOUNT_ERRORS:
             accounts = dict.fromkeys(d["accountId"] for d in job.request["s3JobDefinition"]["bucketDefinitions"])
-            return [], [(job.outcome, {"affectedAccount": account}) for account in accounts]
+            # Access denied names the S3 call that was refused, as the guide's example does (ListBuckets)
+            operation = {"operation": "ListBuckets"} if job.outcome == "ACCOUNT_ACCESS_DENIED" else {}
+            return [], [(job.outcome, {"affectedAccount": account, **operation}) for account in accounts]
         s3 = self.client("s3")
         listing = s3.list_buckets()
         buckets = {b["Name"]: b for b in listing.get("Buckets", [])}

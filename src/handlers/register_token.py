@@ -5,7 +5,9 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.aws import transient_errors
 from shared.callback.service import callbacks
+from shared.callback.tokens import Waiter
 from shared.observability import instrumented
 
 
@@ -17,12 +19,19 @@ class Registration(BaseModel):
     job_id: str = Field(alias="jobId", min_length=1)
     task_token: str = Field(alias="taskToken", min_length=1, repr=False)
     ttl_seconds: int | None = Field(default=None, alias="ttlSeconds", gt=0)
+    # Which Task state waits ($$.Execution.Id, $$.State.Name, $$.State.EnteredTime): a retry of that state may bring
+    # a new token, which then replaces the one its failed attempt registered.
+    execution_arn: str = Field(alias="executionArn", min_length=1)
+    state_name: str = Field(alias="stateName", min_length=1)
+    state_entered_time: str = Field(alias="stateEnteredTime", min_length=1)
 
 
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
-    result = callbacks().register(
-        registration.service, registration.job_id, registration.task_token, registration.ttl_seconds
-    )
+    waiter = Waiter(registration.execution_arn, registration.state_name, registration.state_entered_time)
+    with transient_errors():  # throttled or unreachable: the Task state's Retry registers again
+        result = callbacks().register(
+            registration.service, registration.job_id, registration.task_token, waiter, registration.ttl_seconds
+        )
     return {"status": result.value}

@@ -1,11 +1,37 @@
 """boto3 clients and resources, created once per container and only when first used (cold start matters)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
 import boto3
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from shared.exceptions import TransientAwsError
+
+# Error codes that mean "too many requests, try again later" (botocore's standard retry mode treats the same ones as
+# throttling); a 5xx status is transient whatever its code.
+THROTTLING_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "ThrottledException",
+        "RequestThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "TransactionInProgressException",
+        "RequestLimitExceeded",
+        "BandwidthLimitExceeded",
+        "LimitExceededException",
+        "RequestThrottled",
+        "SlowDown",
+        "PriorRequestNotComplete",
+        "RequestTimeout",
+        "RequestTimeoutException",
+    }
+)
 
 
 @cache
@@ -25,6 +51,26 @@ def account_id() -> str:
 
 def error_code(exc: ClientError) -> str:
     return str(exc.response["Error"]["Code"])
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether an AWS call's error is throttling, a server error (5xx) or a lost connection: worth retrying."""
+    if isinstance(exc, ClientError):
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        return error_code(exc) in THROTTLING_CODES or status >= 500
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
+@contextmanager
+def transient_errors() -> Iterator[None]:
+    """Raise a transient AWS error (see is_transient) as TransientAwsError, the one name every Retry matches; any
+    other error is raised unchanged."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        if is_transient(exc):
+            raise TransientAwsError(f"{type(exc).__name__}: {exc}") from exc
+        raise
 
 
 def conditionally[T](write: Callable[[], T]) -> T | None:

@@ -3,8 +3,14 @@
 from typing import ClassVar
 
 
+class TransientAwsError(Exception):
+    """An AWS call was throttled, hit a server error (5xx) or lost its connection after botocore's own retries
+    (shared.aws.transient_errors names it): the same request may well succeed later, so the caller retries it (ASL
+    Retry, Lambda's async retries) and it never becomes a job's outcome."""
+
+
 class TokenConflictError(Exception):
-    """Another task token is already registered for this job."""
+    """Another task token is already registered for this job (by another execution, or another entry of the state)."""
 
 
 class JobIdTooLongError(ValueError):
@@ -17,6 +23,15 @@ class UnknownServiceError(ValueError):
 
 class UnknownJobEventError(Exception):
     """An event no adapter recognises reached the resume function (the rule is wider than the adapters)."""
+
+
+class JobEventNotConfirmedError(Exception):
+    """A job event from a source anyone may send (a custom source on the default bus) says the job ended, but the
+    service's API does not confirm it: nothing is resumed; the delivery is retried, then dead-lettered."""
+
+
+class ReconcileIncompleteError(Exception):
+    """The reconciler could not reconcile some jobs (after trying every one); the next scheduled run tries again."""
 
 
 class EventsNotDeliveredError(Exception):

@@ -188,3 +188,18 @@ def fhir_patients(count: int, start: int = 0) -> list[dict[str, Any]]:
         }
         for n in range(start, start + count)
     ]
+
+
+def registration(service: str, job_id: str, token: str, **extra: Any) -> dict[str, Any]:
+    """What a workflow's waiting task sends the register function. Each token gets its own execution unless
+    `executionArn` (and the state's name and entry time) are given: the same ones make a retry of one Task state."""
+    execution = uuid.uuid5(uuid.NAMESPACE_URL, token)
+    return {
+        "service": service,
+        "jobId": job_id,
+        "taskToken": token,
+        "executionArn": f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{STACK}-documents:{execution}",
+        "stateName": "WaitForTranslation",
+        "stateEnteredTime": "2026-01-15T10:30:06.123Z",
+        **extra,
+    }

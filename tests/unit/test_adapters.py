@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from moto.events.models import EventPattern
 
 from shared.callback.adapters import ADAPTERS, adapter, healthlake_job_id, outcome_of
-from shared.exceptions import UnknownJobEventError, UnknownServiceError
+from shared.exceptions import JobEventNotConfirmedError, UnknownJobEventError, UnknownServiceError
 from shared.outcome import Outcome
 from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
 from tests.unit.support import EVENTS, Aws, Deployed
@@ -43,7 +43,8 @@ TRANSLATE_STATUSES: dict[str, bool | None] = {
     "IN_PROGRESS": None,
     "STOP_REQUESTED": None,
 }
-MACIE_JOB_ERRORS = [  # account- and bucket-level errors Macie logs for a job: it cannot analyse what it was asked to
+MACIE_JOB_ERRORS = [  # account- and bucket-level errors Macie logs for a job (the Macie User Guide's full list)
+    "ACCOUNT_ACCESS_DENIED",
     "ACCOUNT_DISABLED",
     "ACCOUNT_DISASSOCIATED",
     "ACCOUNT_ISOLATED",
@@ -163,11 +164,17 @@ def name(documented: Documented) -> str:
     )
 
 
-def confirm_macie_completion(stubbed: Callable[[str], Stubber], documented: Documented, last_run_error: str) -> None:
-    """A Macie JOB_COMPLETED is confirmed through DescribeClassificationJob: answer it."""
-    if documented.service == "macie" and documented.status == "JOB_COMPLETED":
+# What DescribeClassificationJob says (jobStatus, lastRunErrorStatus.code) about a job that logged the event type
+MACIE_CONFIRMATION = {"JOB_COMPLETED": ("COMPLETE", "NONE"), "JOB_CANCELLED": ("CANCELLED", "NONE")}
+
+
+def confirm_macie_event(stubbed: Callable[[str], Stubber], documented: Documented) -> None:
+    """A relayed Macie log event that ends a job is confirmed through DescribeClassificationJob: answer it as Macie
+    would for a job that logged it (an error event: the job ended COMPLETE with lastRunErrorStatus ERROR)."""
+    if documented.service == "macie" and documented.status is not None:
+        status, last_run_error = MACIE_CONFIRMATION.get(documented.status, ("COMPLETE", "ERROR"))
         stubbed("macie2").add_response(
-            "describe_classification_job", macie_job(MACIE_JOB, "COMPLETE", last_run_error), {"jobId": MACIE_JOB}
+            "describe_classification_job", macie_job(MACIE_JOB, status, last_run_error), {"jobId": MACIE_JOB}
         )
 
 
@@ -191,9 +198,9 @@ def explain_translate_failure(stubbed: Callable[[str], Stubber], documented: Doc
 def test_an_event_that_ends_the_job_gives_its_outcome_and_error_name(
     documented: Documented, aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a job event saying that the job ended (a Macie completion is confirmed through its API, a Translate
-    # failure is explained by it)
-    confirm_macie_completion(stubbed, documented, last_run_error="NONE")
+    # Given a job event saying that the job ended (a Macie event is confirmed through its API, a Translate failure
+    # is explained by it)
+    confirm_macie_event(stubbed, documented)
     explain_translate_failure(stubbed, documented)
 
     # When the resume function turns it into an outcome
@@ -362,17 +369,56 @@ def test_a_macie_completion_after_job_errors_is_a_failure(aws: Aws, stubbed: Cal
     stubbed("macie2").assert_no_pending_responses()
 
 
-def test_a_macie_completion_the_api_does_not_show_yet_is_trusted(aws: Aws, stubbed: Callable[[str], Stubber]) -> None:
-    # Given a Macie job that logged JOB_COMPLETED while DescribeClassificationJob still says RUNNING
+@pytest.mark.parametrize("event_type", ["JOB_COMPLETED", "JOB_CANCELLED", *MACIE_JOB_ERRORS])
+def test_a_forged_macie_event_for_a_running_job_resumes_nothing(
+    aws: Aws, stubbed: Callable[[str], Stubber], event_type: str
+) -> None:
+    # Given a relayed-looking Macie event (its source is custom: anyone allowed events:PutEvents on the default bus
+    # can send it) for a job DescribeClassificationJob still shows RUNNING
     stubbed("macie2").add_response("describe_classification_job", macie_job(MACIE_JOB, "RUNNING"), {"jobId": MACIE_JOB})
-    event = macie_event("JOB_COMPLETED")
 
     # When it is turned into an outcome
-    outcome = outcome_of(event)
+    # Then it is refused with a named error (the delivery is retried, then dead-lettered): no outcome at all
+    with pytest.raises(JobEventNotConfirmedError) as refused:
+        outcome_of(macie_event(event_type))
+    assert MACIE_JOB in str(refused.value)
+    assert "RUNNING" in str(refused.value)
+    stubbed("macie2").assert_no_pending_responses()
 
-    # Then the logged completion stands, with the log event's detail
-    assert outcome is not None
-    assert (outcome.succeeded, outcome.status, outcome.detail) == (True, "JOB_COMPLETED", event["detail"])
+
+@pytest.mark.parametrize("event_type", ["JOB_CANCELLED", *MACIE_JOB_ERRORS])
+def test_a_macie_failure_event_for_a_job_that_succeeded_resumes_nothing(
+    aws: Aws, stubbed: Callable[[str], Stubber], event_type: str
+) -> None:
+    # Given a Macie failure event for a job DescribeClassificationJob shows COMPLETE without errors (forged)
+    stubbed("macie2").add_response(
+        "describe_classification_job", macie_job(MACIE_JOB, "COMPLETE", "NONE"), {"jobId": MACIE_JOB}
+    )
+
+    # When it is turned into an outcome
+    # Then the API's verdict wins: the event is not confirmed, and nothing fails the workflow
+    with pytest.raises(JobEventNotConfirmedError):
+        outcome_of(macie_event(event_type))
+
+
+def test_a_macie_failure_cause_never_quotes_the_jobs_own_description(
+    aws: Aws, stubbed: Callable[[str], Stubber]
+) -> None:
+    # Given a job whose creator wrote a description, that ended with errors
+    written = "Quarterly scan for ACME - contact j.smith@example.com"
+    answer = {**macie_job(MACIE_JOB, "COMPLETE", "ERROR"), "description": written}
+    stubbed("macie2").add_response("describe_classification_job", answer, {"jobId": MACIE_JOB})
+    stubbed("macie2").add_response("describe_classification_job", answer, {"jobId": MACIE_JOB})
+
+    # When its JOB_COMPLETED event, and the reconciler's describe, are turned into outcomes
+    outcomes = [outcome_of(macie_event("JOB_COMPLETED")), adapter("macie").current(MACIE_JOB)]
+
+    # Then each is the failure, and its cause (what the workflow and the task API show) does not quote the text
+    for outcome in outcomes:
+        assert outcome is not None
+        assert outcome.error == "Macie.JOB_COMPLETED_WITH_ERRORS"
+        assert written not in outcome.cause
+        assert written not in json.dumps(outcome.to_item())
 
 
 def test_a_macie_completion_that_cannot_be_confirmed_fails_the_invocation(
@@ -390,16 +436,19 @@ def test_a_macie_completion_that_cannot_be_confirmed_fails_the_invocation(
 
 
 @pytest.mark.parametrize("event_type", ["JOB_CANCELLED", *MACIE_JOB_ERRORS])
-def test_a_macie_failure_is_reported_without_asking_the_api(
+def test_a_macie_failure_the_api_confirms_is_named_after_the_event_type(
     aws: Aws, stubbed: Callable[[str], Stubber], event_type: str
 ) -> None:
-    # Given Macie's API, which would fail any call (no answer prepared)
-    stubbed("macie2")
+    # Given a Macie failure event, and DescribeClassificationJob showing the job ended unsuccessfully
+    status, last_run_error = MACIE_CONFIRMATION.get(event_type, ("COMPLETE", "ERROR"))
+    stubbed("macie2").add_response(
+        "describe_classification_job", macie_job(MACIE_JOB, status, last_run_error), {"jobId": MACIE_JOB}
+    )
 
-    # When a failure event of the job is turned into an outcome
+    # When the event is turned into an outcome
     outcome = outcome_of(macie_event(event_type))
 
-    # Then it is a failure named after the event type, told at once
+    # Then it is a failure named after the event type (more specific than the API's status)
     assert outcome is not None
     assert (outcome.succeeded, outcome.error) == (False, f"Macie.{event_type}")
 
@@ -544,10 +593,10 @@ def test_an_event_and_a_describe_of_the_same_job_give_the_same_outcome(
     event: dict[str, Any], described: Described, aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
     # Given a job that ended, its event, and its service's API answering about it (twice where the event path asks
-    # too: a Macie completion is confirmed, a Translate failure explained)
+    # too: a Macie event is confirmed, a Translate failure explained)
     api = stubbed(described.client)
     service = adapter(described.service)
-    asked_by_event = service.confirm_success if described.succeeded else service.explain_failure
+    asked_by_event = service.confirm_events or (not described.succeeded and service.explain_failure)
     for _ in range(2 if asked_by_event else 1):
         api.add_response(described.method, copy.deepcopy(described.answer), described.expected_params)
 
@@ -581,7 +630,7 @@ def test_the_rules_deliver_exactly_the_events_that_end_a_job(
 ) -> None:
     # Given a documented job event and the EventBridge rules template.yaml gives the resume function
     patterns = [EventPattern.load(json.dumps(pattern)) for pattern in aws.stack.rule_patterns("resume_job").values()]
-    confirm_macie_completion(stubbed, documented, last_run_error="NONE")
+    confirm_macie_event(stubbed, documented)
     explain_translate_failure(stubbed, documented)
 
     # When EventBridge matches the event against them

@@ -18,13 +18,22 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from pydantic import ValidationError
 
 from localcloud.clock import ManualClock
-from shared.exceptions import JobIdTooLongError, TokenConflictError, UnknownJobEventError, UnknownServiceError
+from shared.exceptions import (
+    JobIdTooLongError,
+    TokenConflictError,
+    TransientAwsError,
+    UnknownJobEventError,
+    UnknownServiceError,
+)
+from tests.unit.faults import CONNECTION_LOST, fail
+from tests.unit.payloads import registration as registration_of
 from tests.unit.payloads import translate_job
-from tests.unit.support import EVENTS, Aws, ClientSpy, invoke
+from tests.unit.support import EVENTS, REPO, Aws, ClientSpy, invoke, template
 from tests.unit.waiting import WaitingTask
 
 JOB_ID = "8882c5390a2c0bd2d6ddba2f5b5faa9d"
@@ -42,7 +51,7 @@ def translate_event(status: str, job_id: str = JOB_ID) -> dict[str, Any]:
 
 def registration(token: str, job_id: str = JOB_ID, **extra: Any) -> dict[str, Any]:
     """What the workflow's WaitForTranslation task sends the register function."""
-    return {"service": "translate", "jobId": job_id, "taskToken": token, **extra}
+    return registration_of(extra.pop("service", "translate"), job_id, token, **extra)
 
 
 def register(token: str, job_id: str = JOB_ID, **extra: Any) -> str:
@@ -151,7 +160,7 @@ def test_a_registration_for_a_service_no_adapter_knows_is_refused_and_nothing_is
 
     # When it registers its token
     with pytest.raises(UnknownServiceError) as refused:
-        invoke("register_token", {"service": service, "jobId": JOB_ID, "taskToken": token})
+        invoke("register_token", registration(token, service=service))
 
     # Then it is refused with a named error listing the services it could have named, and nothing is stored
     # (its job's completion could never resume it)
@@ -190,8 +199,8 @@ def test_a_job_id_that_just_fits_a_key_is_registered(aws: Aws) -> None:
 def test_job_ids_of_different_services_never_collide(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> None:
     # Given two workflows waiting for jobs of different services that happen to have the same id
     translation, export = waiting_task(), waiting_task()
-    assert callbacks().register("translate", "job-1", translation.token).value == "REGISTERED"
-    assert callbacks().register("healthlake", "job-1", export.token).value == "REGISTERED"
+    assert register(translation.token, "job-1") == "REGISTERED"
+    assert register(export.token, "job-1", service="healthlake") == "REGISTERED"
 
     # When the Translate job completes
     status = complete("COMPLETED", job_id="job-1")
@@ -561,3 +570,231 @@ def test_task_tokens_never_appear_in_the_logs(
     assert "already closed" in function_logs.getvalue()
     for token in tokens:
         assert token not in logged
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Transient AWS errors never become a job's outcome
+# ----------------------------------------------------------------------------------------------------------------
+def functions_client(service: str) -> Any:
+    """The functions' own (cached) client of a service: faults injected into it reach the handlers."""
+    return importlib.import_module("shared.aws").client(service)
+
+
+def token_table() -> Any:
+    """The functions' own DynamoDB client behind the token table."""
+    settings = importlib.import_module("shared.settings").callback_settings()
+    return importlib.import_module("shared.aws").table(settings.token_table).meta.client
+
+
+TRANSIENT = [
+    ("ProvisionedThroughputExceededException", 400),
+    ("ThrottlingException", 400),
+    ("InternalServerError", 500),
+    (CONNECTION_LOST, 0),
+]
+
+
+@pytest.mark.parametrize(("code", "status"), TRANSIENT, ids=[code for code, _ in TRANSIENT])
+def test_a_registration_the_token_table_throttles_raises_transient_aws_error_and_stores_nothing(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], code: str, status: int
+) -> None:
+    # Given a waiting workflow, and the token table refusing the write (throttled, failing or unreachable)
+    task = waiting_task()
+    fault = fail(token_table(), "PutItem", code, status, times=1)
+
+    # When the token is registered
+    # Then the register function raises the named error the Task state's Retry matches, and nothing is stored
+    with pytest.raises(TransientAwsError):
+        register(task.token)
+    assert fault.failed == 1
+    assert aws.items() == []
+    assert task.status() == "RUNNING"
+
+    # And the Task state's retry registers, so the job's completion resumes the workflow
+    assert register(task.token) == "REGISTERED"
+    assert complete("COMPLETED") == "RESUMED"
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+
+
+def test_an_early_completion_whose_delivery_is_throttled_is_delivered_by_the_retried_registration(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a job that finished before its workflow registered, and SendTaskSuccess throttled once
+    assert complete("COMPLETED") == "RECORDED"
+    task = waiting_task()
+    fail(functions_client("stepfunctions"), "SendTaskSuccess", times=1)
+
+    # When the token is registered
+    # Then the registration raises TransientAwsError: the recorded outcome is kept, the task still waits
+    with pytest.raises(TransientAwsError):
+        register(task.token)
+    item = aws.item(JOB_KEY)
+    assert item is not None and "outcome" in item
+    assert task.status() == "RUNNING"
+    assert sfn_spy.calls_to("send_task_failure") == []
+
+    # And the Task state's retry delivers it
+    assert register(task.token) == "RESUMED"
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+    assert aws.items() == []
+
+
+@pytest.mark.parametrize(
+    ("operation", "code", "status"),
+    [
+        ("SendTaskSuccess", "ThrottlingException", 400),
+        ("SendTaskSuccess", "ServiceUnavailable", 503),
+        ("SendTaskSuccess", CONNECTION_LOST, 0),
+        ("GetItem", "ProvisionedThroughputExceededException", 400),
+        ("DeleteItem", "ThrottlingException", 400),
+    ],
+    ids=lambda value: str(value),
+)
+def test_a_completion_a_call_of_which_is_throttled_raises_transient_aws_error_and_is_delivered_on_retry(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], sfn_spy: ClientSpy, operation: str, code: str, status: int
+) -> None:
+    # Given a waiting workflow, and one of the resume function's calls throttled (or failing, or unreachable) once
+    task = waiting_task()
+    register(task.token)
+    client = functions_client("stepfunctions") if operation.startswith("SendTask") else token_table()
+    fail(client, operation, code, status, times=1)
+
+    # When the job's completion event arrives
+    # Then the resume function raises TransientAwsError (Lambda retries the event, then dead-letters it): the
+    # workflow is never failed for it
+    with pytest.raises(TransientAwsError):
+        complete("COMPLETED")
+    assert sfn_spy.calls_to("send_task_failure") == []
+    if operation != "DeleteItem":  # a throttled clean-up comes after the workflow was resumed
+        assert task.status() == "RUNNING"
+        item = aws.item(JOB_KEY)
+        assert item is not None and item["token"] == task.token
+
+    # And Lambda's retry of the event resumes the workflow with the job's outcome (once)
+    assert complete("COMPLETED") in {"RESUMED", "ALREADY_CLOSED"}
+    assert task.wait_until_closed()["status"] == "SUCCEEDED"
+    assert aws.items() == []
+    assert sfn_spy.calls_to("send_task_failure") == []
+
+
+@pytest.mark.parametrize("code", ["AccessDeniedException", "ValidationException"])
+def test_an_error_that_a_retry_cannot_fix_is_not_called_transient(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], code: str
+) -> None:
+    # Given the token table refusing the write for good (permissions, a bad request)
+    task = waiting_task()
+    fail(token_table(), "PutItem", code, 400)
+
+    # When the token is registered
+    # Then the service's own error surfaces (the Task state's Retry does not match it)
+    with pytest.raises(ClientError) as refused:
+        register(task.token)
+    assert refused.value.response["Error"]["Code"] == code
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# A retried registration: Step Functions may hand the retry a new task token
+# ----------------------------------------------------------------------------------------------------------------
+WAITER = {
+    "executionArn": "arn:aws:states:us-east-1:123456789012:execution:callback-kit-documents:run-1",
+    "stateName": "WaitForTranslation",
+    "stateEnteredTime": "2026-01-15T10:30:06.123Z",
+}
+
+
+def test_a_retried_registration_with_a_new_token_replaces_the_dead_one(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a registration whose Task state attempt failed after the token was stored (its token is dead), and the
+    # state's retry, which brought a new token (two parked tasks stand for the two attempts' tokens)
+    dead, retried = waiting_task(), waiting_task()
+    assert register(dead.token, **WAITER) == "REGISTERED"
+
+    # When the retry registers its new token from the same execution, state and state entry
+    status = register(retried.token, **WAITER)
+
+    # Then it replaces the dead token, and the job's completion resumes the retry's token
+    assert status == "REGISTERED"
+    item = aws.item(JOB_KEY)
+    assert item is not None and item["token"] == retried.token
+    assert complete("COMPLETED") == "RESUMED"
+    assert retried.wait_until_closed()["status"] == "SUCCEEDED"
+    assert dead.status() == "RUNNING"
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        {"executionArn": WAITER["executionArn"].replace("run-1", "run-2")},  # another execution
+        {"stateName": "WaitForClassification"},  # another state of the same execution
+        {"stateEnteredTime": "2026-01-15T10:45:00.000Z"},  # the state entered again (a loop): another wait
+    ],
+    ids=["another-execution", "another-state", "another-entry"],
+)
+def test_a_registration_from_another_waiter_never_replaces_the_token(
+    aws: Aws, waiting_task: Callable[..., WaitingTask], other: dict[str, str]
+) -> None:
+    # Given a workflow's registered token
+    first, second = waiting_task(), waiting_task()
+    assert register(first.token, **WAITER) == "REGISTERED"
+
+    # When another waiter registers a token for the same job
+    # Then it is refused with TokenConflictError, and the first token stays
+    with pytest.raises(TokenConflictError):
+        register(second.token, **{**WAITER, **other})
+    item = aws.item(JOB_KEY)
+    assert item is not None and item["token"] == first.token
+    assert complete("COMPLETED") == "RESUMED"
+    assert first.wait_until_closed()["status"] == "SUCCEEDED"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What the workflows and the template give the functions
+# ----------------------------------------------------------------------------------------------------------------
+def register_tasks() -> list[tuple[str, dict[str, Any]]]:
+    """Every Task state of the state machines that invokes the register function, as (file:state, state)."""
+    found = []
+    for path in sorted((REPO / "statemachines").glob("*.asl.json")):
+        pending = [json.loads(path.read_text())]
+        while pending:
+            machine = pending.pop()
+            for name, state in machine["States"].items():
+                pending.extend(state.get("Branches", []))
+                if state.get("Parameters", {}).get("FunctionName") == "${RegisterTokenFunctionArn}":
+                    found.append((f"{path.name}:{name}", state))
+    return found
+
+
+@pytest.mark.parametrize(("where", "state"), register_tasks(), ids=[where for where, _ in register_tasks()])
+def test_every_register_task_names_its_waiter_and_retries_transient_errors_with_jitter(
+    where: str, state: dict[str, Any]
+) -> None:
+    # Given a Task state that registers its token
+    # Then it tells the register function which waiter it is (so a retry can replace its own dead token)
+    payload = state["Parameters"]["Payload"]
+    assert payload["executionArn.$"] == "$$.Execution.Id"
+    assert payload["stateName.$"] == "$$.State.Name"
+    assert payload["stateEnteredTime.$"] == "$$.State.EnteredTime"
+    # and it retries TransientAwsError and Lambda's own transient errors, backing off with a cap and full jitter
+    retry = next(r for r in state["Retry"] if "TransientAwsError" in r["ErrorEquals"])
+    assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retry["ErrorEquals"])
+    assert retry["BackoffRate"] > 1
+    assert retry["MaxDelaySeconds"] > 0
+    assert retry["JitterStrategy"] == "FULL"
+
+
+def test_the_reconciler_is_not_retried_by_lambda_but_its_failures_reach_the_destination() -> None:
+    properties = template()["Resources"]["ReconcileJobsFunction"]["Properties"]
+    assert properties["EventInvokeConfig"]["MaximumRetryAttempts"] == 0
+    assert properties["EventInvokeConfig"]["DestinationConfig"]["OnFailure"]["Type"] == "SQS"
+
+
+def test_the_resume_function_may_describe_classification_jobs_and_nothing_more_of_macie() -> None:
+    statements = [
+        statement
+        for policy in template()["Resources"]["ResumeJobFunction"]["Properties"]["Policies"]
+        if isinstance(policy, dict) and "Statement" in policy
+        for statement in policy["Statement"]
+    ]
+    macie = [s["Action"] for s in statements if "macie2" in str(s["Action"])]
+    assert macie == ["macie2:DescribeClassificationJob"]

@@ -35,6 +35,7 @@ from tests.unit.payloads import (
     macie_finding,
     macie_job,
     ndjson,
+    registration,
     translation_output,
     with_bodies,
 )
@@ -94,12 +95,26 @@ JOB_EVENT_OUTCOMES: dict[str, tuple[str, str, str | None, str | None]] = {
     ),
     "resume_job.healthlake-export-failed.json": ("healthlake", "FAILED", None, "HealthLake.FAILED"),
 }
+
+
 # What the services' APIs answer when the resume function asks about a sample's job: a Macie JOB_COMPLETED is
 # confirmed against the job's error status. Any other call the function made would fail the test (Stubber).
+def _macie_answer(status: str, last_run_error: str = "NONE") -> Callable[[dict[str, Any]], list[Any]]:
+    """DescribeClassificationJob confirming a relayed Macie log event (its source can be forged)."""
+    return lambda detail: [
+        (
+            "macie2",
+            "describe_classification_job",
+            macie_job(detail["jobId"], status, last_run_error),
+            {"jobId": detail["jobId"]},
+        )
+    ]
+
+
 API_ANSWERS: dict[str, Callable[[dict[str, Any]], list[tuple[str, str, dict[str, Any], dict[str, Any]]]]] = {
-    "resume_job.macie-job-completed.json": lambda detail: [
-        ("macie2", "describe_classification_job", macie_job(detail["jobId"], "COMPLETE"), {"jobId": detail["jobId"]})
-    ],
+    "resume_job.macie-job-completed.json": _macie_answer("COMPLETE"),
+    "resume_job.macie-bucket-access-denied.json": _macie_answer("COMPLETE", "ERROR"),
+    "resume_job.macie-job-cancelled.json": _macie_answer("CANCELLED"),
 }
 DESCRIBED_SERVICES = ("translate", "macie2", "bedrock-data-automation-runtime", "healthlake")
 REPLAYED = {
@@ -219,9 +234,7 @@ def test_a_job_event_sample_resumes_the_task_waiting_for_its_job(
         stubbed(described).add_response(method, answer, params)
     job_id = registered_job_id(service, event["detail"])
     task = waiting_task()
-    assert invoke("register_token", {"service": service, "jobId": job_id, "taskToken": task.token}) == {
-        "status": "REGISTERED"
-    }
+    assert invoke("register_token", registration(service, job_id, task.token)) == {"status": "REGISTERED"}
 
     # When the job's event reaches the resume function
     result = invoke("resume_job", event)
@@ -288,13 +301,13 @@ def test_a_macie_log_sample_reaches_the_resume_function_through_the_event_bus(
         for log_event in logs["logEvents"]
     }
     assert {e["time"] for e in delivered} == times
-    # and the resume function takes each of them for the end of the job the log stream belongs to (a completion is
-    # confirmed through DescribeClassificationJob)
+    # and the resume function takes each of them for the end of the job the log stream belongs to (each is
+    # confirmed through DescribeClassificationJob: the job ended, with errors if the batch logged any)
+    errors = any(m["eventType"] not in {"JOB_COMPLETED", "JOB_CANCELLED"} for m in messages)
     for relayed in delivered:
-        if relayed["detail"]["eventType"] == "JOB_COMPLETED":
-            stubbed("macie2").add_response(
-                "describe_classification_job", macie_job(logs["logStream"], "COMPLETE"), {"jobId": logs["logStream"]}
-            )
+        status = "CANCELLED" if relayed["detail"]["eventType"] == "JOB_CANCELLED" else "COMPLETE"
+        answer = macie_job(logs["logStream"], status, "ERROR" if errors else "NONE")
+        stubbed("macie2").add_response("describe_classification_job", answer, {"jobId": logs["logStream"]})
         outcome = outcome_of(relayed)
         assert outcome is not None
         assert (outcome.service, outcome.job_id) == ("macie", logs["logStream"])
@@ -311,8 +324,8 @@ def test_the_schedule_sample_runs_the_reconciler(
     # registered just now
     job_id, fresh_job_id = "8882c5390a2c0bd2d6ddba2f5b5faa9d", "c0ffee0000000000000000000000beef"
     task, fresh = waiting_task(), waiting_task()
-    invoke("register_token", {"service": "translate", "jobId": job_id, "taskToken": task.token})
-    invoke("register_token", {"service": "translate", "jobId": fresh_job_id, "taskToken": fresh.token})
+    invoke("register_token", registration("translate", job_id, task.token))
+    invoke("register_token", registration("translate", fresh_job_id, fresh.token))
     backdate_registration(aws, f"translate#{job_id}", int(aws.environment["RECONCILE_AFTER_SECONDS"]) + 60)
     stubbed("translate").add_response(
         "describe_text_translation_job",

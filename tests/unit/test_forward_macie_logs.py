@@ -81,15 +81,16 @@ def backoff(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 @pytest.fixture
 def confirmations(stubbed: Callable[[str], Stubber]) -> Callable[[list[dict[str, Any]]], None]:
-    """The resume function confirms a Macie JOB_COMPLETED through DescribeClassificationJob: answer it."""
+    """The resume function confirms every relayed Macie event through DescribeClassificationJob (its source can be
+    forged): answer as Macie does for the job that logged them (COMPLETE, with errors if it logged any)."""
 
     def confirm(delivered: list[dict[str, Any]]) -> None:
+        errors = any(e["detail"]["eventType"] not in {"JOB_COMPLETED", "JOB_CANCELLED"} for e in delivered)
         for event in delivered:
-            if event["detail"]["eventType"] == "JOB_COMPLETED":
-                job_id = event["detail"]["jobId"]
-                stubbed("macie2").add_response(
-                    "describe_classification_job", macie_job(job_id, "COMPLETE"), {"jobId": job_id}
-                )
+            job_id = event["detail"]["jobId"]
+            status = "CANCELLED" if event["detail"]["eventType"] == "JOB_CANCELLED" else "COMPLETE"
+            answer = macie_job(job_id, status, "ERROR" if errors else "NONE")
+            stubbed("macie2").add_response("describe_classification_job", answer, {"jobId": job_id})
 
     return confirm
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,16 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
 from localcloud.clock import ManualClock
-from tests.unit.payloads import bda_status, healthlake_export, invocation_arn, macie_job, translate_job
+from shared.exceptions import ReconcileIncompleteError
+from tests.unit.faults import fail
+from tests.unit.payloads import (
+    bda_status,
+    healthlake_export,
+    invocation_arn,
+    macie_job,
+    registration,
+    translate_job,
+)
 from tests.unit.support import EVENTS, Aws, ClientSpy, backdate_registration, invoke
 from tests.unit.waiting import WaitingTask, wait_until
 
@@ -89,8 +99,9 @@ def waiting_for(aws: Aws, waiting_task: Callable[..., WaitingTask]) -> Callable[
         job: Job, seconds: int | None = None, heartbeat_seconds: int = HEARTBEAT_SECONDS, **task: Any
     ) -> WaitingTask:
         waiting = waiting_task(heartbeat_seconds=heartbeat_seconds, **task)
-        registration = {"service": job.service, "jobId": job.job_id, "taskToken": waiting.token}
-        assert invoke("register_token", registration) == {"status": "REGISTERED"}
+        assert invoke("register_token", registration(job.service, job.job_id, waiting.token)) == {
+            "status": "REGISTERED"
+        }
         backdate_registration(aws, job.key, threshold + 120 if seconds is None else seconds)
         return waiting
 
@@ -429,3 +440,82 @@ def test_one_run_handles_each_waiting_task_by_what_its_job_says(
     assert aws.item(HEALTHLAKE.key) is None
     assert aws.item(MACIE.key) is not None
     assert aws.item(BDA.key) is not None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Each job on its own: one job's failure never stops the others
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("job_status", "operation", "end"),
+    [("IN_PROGRESS", "SendTaskHeartbeat", "RUNNING"), ("COMPLETED", "SendTaskSuccess", "SUCCEEDED")],
+    ids=["heartbeat", "resume"],
+)
+def test_one_throttled_job_of_twenty_does_not_stop_the_other_nineteen(
+    aws: Aws,
+    waiting_for: Callable[..., WaitingTask],
+    stubbed: Callable[[str], Stubber],
+    sfn_spy: ClientSpy,
+    job_status: str,
+    operation: str,
+    end: str,
+) -> None:
+    # Given twenty workflows waiting (longer than the threshold) for translation jobs in the same state, and Step
+    # Functions throttling the call for one of them (after botocore's retries)
+    jobs = [Job("translate", f"{n:032x}", "translate", "describe_text_translation_job", {}) for n in range(20)]
+    tasks = {job.job_id: waiting_for(job) for job in jobs}
+    throttled = jobs[7]
+    for job in jobs:  # the jobs are reconciled in parallel, in any order: the answers do not depend on it
+        stubbed("translate").add_response(job.method, translate_job(job.job_id, job_status))
+    fault = fail(
+        importlib.import_module("shared.aws").client("stepfunctions"),
+        operation,
+        when=lambda params: params["taskToken"] == tasks[throttled.job_id].token,
+    )
+
+    # When the reconciler runs
+    # Then it reports the partial failure with a named error, after reconciling every other job
+    with pytest.raises(ReconcileIncompleteError, match="1 of 20"):
+        reconcile()
+    assert fault.failed == 1
+    called = {call["taskToken"] for call in sfn_spy.calls_to(operation.replace("SendTask", "send_task_").lower())}
+    assert called == {task.token for task in tasks.values()}
+    others = [job for job in jobs if job is not throttled]
+    for job in others:
+        if end == "RUNNING":
+            assert tasks[job.job_id].status() == "RUNNING"
+        else:
+            assert tasks[job.job_id].wait_until_closed()["status"] == end
+            assert aws.item(job.key) is None
+    # and the throttled job's workflow still waits, its token kept for the next scheduled run
+    assert tasks[throttled.job_id].status() == "RUNNING"
+    item = aws.item(throttled.key)
+    assert item is not None and item["token"] == tasks[throttled.job_id].token
+    stubbed("translate").assert_no_pending_responses()
+
+
+def test_the_reconciler_describes_jobs_in_parallel_at_a_paced_rate(
+    aws: Aws, waiting_for: Callable[..., WaitingTask], stubbed: Callable[[str], Stubber], sfn_spy: ClientSpy
+) -> None:
+    # Given twelve workflows waiting for running translation jobs, and the translate client recording when (and on
+    # which thread) each DescribeTextTranslationJob call starts
+    jobs = [Job("translate", f"{n:032x}", "translate", "describe_text_translation_job", {}) for n in range(12)]
+    tasks = [waiting_for(job) for job in jobs]
+    for job in jobs:
+        stubbed("translate").add_response(job.method, translate_job(job.job_id, "IN_PROGRESS"))
+    started: list[tuple[float, int]] = []
+
+    def record(**_: Any) -> None:
+        started.append((time.monotonic(), threading.get_ident()))
+
+    translate = importlib.import_module("shared.aws").client("translate")
+    translate.meta.events.register_first("before-parameter-build.translate.DescribeTextTranslationJob", record)
+
+    # When the reconciler runs
+    assert reconcile() == {**NOTHING, "HEARTBEAT": 12}
+
+    # Then the describes ran on several threads, yet no faster than ten a second (the describe rate limit)
+    assert len(started) == 12
+    assert len({thread for _, thread in started}) > 1
+    times = sorted(at for at, _ in started)
+    assert times[-1] - times[0] >= 11 * 0.1 - 0.01
+    assert {call["taskToken"] for call in sfn_spy.calls_to("send_task_heartbeat")} == {t.token for t in tasks}

@@ -5,7 +5,9 @@ resumed by its completion (Translate's event; Macie's job log relayed by the shi
 from __future__ import annotations
 
 import json
+import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from localcloud.cloud import LocalCloud
@@ -84,13 +86,27 @@ def dead_letters(cloud: LocalCloud, *jobs: str) -> list[str]:
     return [body for body in bodies if any(job in body for job in jobs)]
 
 
+def wait_for[T](check: Callable[[], T], what: str, timeout: float = 20.0) -> T:
+    """The first truthy answer of `check` (polled), or an AssertionError naming `what` never came."""
+    deadline = time.monotonic() + timeout
+    while not (answer := check()):
+        assert time.monotonic() < deadline, f"no sign of {what} within {timeout} s"
+        time.sleep(0.05)
+    return answer
+
+
 def job_ids(cloud: LocalCloud, execution_arn: str) -> list[str]:
     """The Translate and Macie job ids an execution started."""
-    return [
-        json.loads(e["taskSucceededEventDetails"]["output"])["JobId"]
+    return list(started(cloud, execution_arn).values())
+
+
+def started(cloud: LocalCloud, execution_arn: str) -> dict[str, str]:
+    """The job ids an execution has started so far, by the task's resource type (e.g. `aws-sdk:macie2`)."""
+    return {
+        e["taskSucceededEventDetails"]["resourceType"]: json.loads(e["taskSucceededEventDetails"]["output"])["JobId"]
         for e in history(cloud, execution_arn)
         if e["type"] == "TaskSucceeded" and e["taskSucceededEventDetails"]["resourceType"].startswith("aws-sdk:")
-    ]
+    }
 
 
 def tokens_left(cloud: LocalCloud, job_key: str) -> list[dict[str, Any]]:
@@ -225,3 +241,35 @@ def test_event_after_the_task_timed_out_is_acknowledged(cloud: LocalCloud) -> No
     settle_all()  # the late job has ended and its event is out (dead_letters then waits for its delivery)
     assert dead_letters(cloud, *job_ids(cloud, described["executionArn"])) == []
     assert history(cloud, described["executionArn"])[-1]["type"] == "ExecutionFailed"
+
+
+def test_a_forged_macie_completion_resumes_nothing_while_the_job_still_runs(cloud: LocalCloud) -> None:
+    # Given a workflow waiting for a Macie job that still runs (it ends after ten simulated minutes)
+    simulate(cloud, macie={"delay_seconds": 10 * cloud.config.speedup})
+    run = Run(cloud, {"contact.txt": PERSONAL})
+    execution_arn = run.start()
+    job = wait_for(lambda: started(cloud, execution_arn).get("aws-sdk:macie2"), "the Macie job")
+    wait_for(lambda: tokens_left(cloud, f"macie#{job}"), "the Macie wait's registration")
+
+    # When someone allowed events:PutEvents on the default bus sends the relayed event's shape: JOB_COMPLETED
+    forged = {"jobId": job, "eventType": "JOB_COMPLETED", "description": "The job finished running."}
+    cloud.client("events").put_events(
+        Entries=[
+            {
+                "Source": "callback-kit.macie",
+                "DetailType": "Macie Classification Job Log Event",
+                "Detail": json.dumps(forged),
+            }
+        ]
+    )
+
+    # Then DescribeClassificationJob does not confirm it: the event is retried, then dead-lettered with the named
+    # error, and the workflow still waits for the job, its token kept
+    letters = wait_for(lambda: [d for d in dead_letters(cloud, job) if "JobEventNotConfirmedError" in d], "the DLQ")
+    assert letters
+    assert cloud.client("stepfunctions").describe_execution(executionArn=execution_arn)["status"] == "RUNNING"
+    assert tokens_left(cloud, f"macie#{job}")
+    # And the job's real completion still resumes it
+    described = wait_for_execution(cloud, execution_arn, timeout=40, show=False)
+    assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["tagged"]["withPii"] == 1

@@ -20,7 +20,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from shared.aws import account_id, client
-from shared.exceptions import UnknownJobEventError, UnknownServiceError
+from shared.exceptions import JobEventNotConfirmedError, UnknownJobEventError, UnknownServiceError
 from shared.outcome import Detail, Outcome, reason
 
 
@@ -35,7 +35,10 @@ class Adapter:
     successes: frozenset[str]
     failures: frozenset[str]
     describe: Callable[[str], tuple[str, Detail]]  # job id -> (status, details) through the service's API
-    confirm_success: bool = False  # the success event may hide errors: ask the API before reporting success
+    # The event's source is one anyone allowed events:PutEvents on the default bus can send (a custom source, not
+    # aws.*): every terminal event is confirmed through the API before anything is resumed, and the API's
+    # verdict wins (a success event may also hide errors only the API reports).
+    confirm_events: bool = False
     explain_failure: bool = False  # the failure event carries no reason: ask the API for the job's message
 
     def matches(self, event: Detail) -> bool:
@@ -46,11 +49,23 @@ class Adapter:
         detail = event.get("detail") or {}
         status = self.detail_types[event["detail-type"]] or (detail.get(self.status_field or ""))
         outcome = self._outcome(self.job_id(detail), status, detail)
-        if outcome is not None and outcome.succeeded and self.confirm_success:
-            return self.current(outcome.job_id) or outcome  # not yet terminal through the API: trust the event
+        if outcome is not None and self.confirm_events:
+            return self._confirmed(outcome)
         if outcome is not None and not outcome.succeeded and self.explain_failure and outcome.message is None:
             return self._explained(outcome)
         return outcome
+
+    def _confirmed(self, claimed: Outcome) -> Outcome:
+        """The outcome the service's API confirms: its own for a claimed success (which may have ended with errors),
+        the event's (more specific) for a failure the API confirms. The API not saying the job ended, or saying it
+        succeeded when the event says it failed, is JobEventNotConfirmedError: nothing is resumed."""
+        described = self.current(claimed.job_id)
+        if described is None or (described.succeeded and not claimed.succeeded):
+            status = "RUNNING" if described is None else described.status
+            raise JobEventNotConfirmedError(
+                f"{self.service} job {claimed.job_id}: the event says {claimed.status}, the API says {status}"
+            )
+        return described if claimed.succeeded else claimed
 
     def _explained(self, outcome: Outcome) -> Outcome:
         """The failure with the service's reason from its describe call (e.g. DescribeTextTranslationJob's Message),
@@ -102,10 +117,12 @@ TRANSLATE = Adapter(
 # Macie publishes no job event: the forward_macie_logs function relays its job log events under this source.
 MACIE_EVENT_SOURCE = "callback-kit.macie"
 MACIE_EVENT_DETAIL_TYPE = "Macie Classification Job Log Event"
-# Job-level errors Macie logs while a job runs: the job goes on to "complete", but without having analysed what it
-# was asked to, so the workflow must not treat its (missing) findings as "no sensitive data".
+# Account- and bucket-level errors Macie logs while a job runs (the Macie User Guide, "Understanding log events for
+# sensitive data discovery jobs"): the job goes on to "complete", but without having analysed what it was asked to,
+# so the workflow must not treat its (missing) findings as "no sensitive data".
 MACIE_ERRORS = frozenset(
     {
+        "ACCOUNT_ACCESS_DENIED",
         "ACCOUNT_DISABLED",
         "ACCOUNT_DISASSOCIATED",
         "ACCOUNT_ISOLATED",
@@ -133,9 +150,11 @@ def macie_log_entry(message: str, timestamp_ms: int) -> Detail:
 
 
 def _describe_macie(job_id: str) -> tuple[str, Detail]:
-    """DescribeClassificationJob says COMPLETE / CANCELLED; map them onto the log's event types."""
+    """DescribeClassificationJob says COMPLETE / CANCELLED; map them onto the log's event types. The job's
+    `description` is whatever its creator wrote, not a reason: it is left out, so a failure's cause never quotes it."""
     job = client("macie2").describe_classification_job(jobId=job_id)
-    job.pop("ResponseMetadata", None)
+    for field in ("ResponseMetadata", "description"):
+        job.pop(field, None)
     status = {"COMPLETE": "JOB_COMPLETED", "CANCELLED": "JOB_CANCELLED"}.get(job["jobStatus"], job["jobStatus"])
     if status == "JOB_COMPLETED" and job.get("lastRunErrorStatus", {}).get("code") == "ERROR":
         status = "JOB_COMPLETED_WITH_ERRORS"
@@ -152,9 +171,9 @@ MACIE = Adapter(
     successes=frozenset({"JOB_COMPLETED"}),
     failures=frozenset({"JOB_CANCELLED", "JOB_COMPLETED_WITH_ERRORS", *MACIE_ERRORS}),
     describe=_describe_macie,
-    # JOB_COMPLETED is also logged after job-level errors (the job "completes" without having read everything);
-    # only DescribeClassificationJob's lastRunErrorStatus tells, so a JOB_COMPLETED is confirmed through it.
-    confirm_success=True,
+    # The relayed log event travels under a custom source anyone may put on the default bus, and JOB_COMPLETED is
+    # also logged after job-level errors (only DescribeClassificationJob's lastRunErrorStatus tells): confirm it.
+    confirm_events=True,
 )
 
 

@@ -13,7 +13,7 @@ from enum import StrEnum
 from functools import cache
 
 from shared.callback.adapters import adapter
-from shared.callback.tokens import TokenStore, Waiting, job_key
+from shared.callback.tokens import TokenStore, Waiter, Waiting, job_key
 from shared.exceptions import TokenConflictError
 from shared.observability import logger, token_ref
 from shared.outcome import Outcome
@@ -34,12 +34,17 @@ class Callbacks:
         self.store = store
         self.default_ttl_seconds = default_ttl_seconds
 
-    def register(self, service: str, job_id: str, task_token: str, ttl_seconds: int | None = None) -> Result:
-        """Pair `task_token` with the job. A retried registration is a no-op; another token is refused."""
+    def register(
+        self, service: str, job_id: str, task_token: str, waiter: Waiter, ttl_seconds: int | None = None
+    ) -> Result:
+        """Pair `task_token` with the job. A repeated registration is a no-op; a retry of the same Task state (same
+        execution, state and entry time) replaces the token it registered before, which died with the failed
+        attempt; any other token is refused."""
         adapter(service)  # an unknown service is refused before anything is written
         key = job_key(service, job_id)
-        for _ in range(2):  # the second pass only runs if the entry expired between the write and the read
-            if self.store.put_token(key, task_token, ttl_seconds or self.default_ttl_seconds):
+        ttl = ttl_seconds or self.default_ttl_seconds
+        for _ in range(2):  # a second pass only runs if the entry changed between the write and the read
+            if self.store.put_token(key, task_token, waiter, ttl):
                 logger.info("token registered", extra={"jobKey": key, "token": token_ref(task_token)})
                 return Result.REGISTERED
             entry = self.store.get(key)
@@ -47,6 +52,14 @@ class Callbacks:
                 continue
             if entry.token == task_token:
                 return Result.DUPLICATE
+            if entry.token is not None and entry.waiter == waiter:
+                if self.store.replace_token(key, task_token, waiter, ttl):
+                    logger.info(
+                        "token of a retried registration replaced",
+                        extra={"jobKey": key, "token": token_ref(task_token), "replaced": token_ref(entry.token)},
+                    )
+                    return Result.REGISTERED
+                continue
             if entry.token is not None:
                 raise TokenConflictError(f"job {key} is already paired with task token {token_ref(entry.token)}")
             if entry.outcome is not None:

@@ -1,7 +1,9 @@
 """Data access for the token table: one item per job, keyed `<service>#<job id>` so ids never collide.
 
 An item holds either the waiting task's token (registered first) or the job's outcome (completion arrived first).
-Every write is conditional; reads are consistent and ignore items whose TTL has passed (DynamoDB deletes them late).
+A token item also names the Task state that registered it (execution ARN, state name, time the state was entered),
+so that a retried registration of that same state can replace its own, dead, token. Every write is conditional;
+reads are consistent and ignore items whose TTL has passed (DynamoDB deletes them late).
 """
 
 from __future__ import annotations
@@ -19,10 +21,25 @@ from shared.outcome import Outcome
 
 
 @dataclass(frozen=True)
+class Waiter:
+    """The Task state waiting for a job: $$.Execution.Id, $$.State.Name and $$.State.EnteredTime. A retry of the
+    state keeps all three (and may bring a new task token); another execution or another entry of the state does
+    not."""
+
+    execution_arn: str
+    state_name: str
+    entered_time: str
+
+    def item(self) -> dict[str, str]:
+        return {"executionArn": self.execution_arn, "stateName": self.state_name, "stateEnteredTime": self.entered_time}
+
+
+@dataclass(frozen=True)
 class Entry:
     token: str | None
     outcome: Outcome | None
     expires_at: int
+    waiter: Waiter | None
 
 
 @dataclass(frozen=True)
@@ -57,7 +74,12 @@ class TokenStore:
         if not item or int(item["expiresAt"]) <= time.time():
             return None
         outcome = _outcome(json.loads(item["outcome"])) if "outcome" in item else None
-        return Entry(item.get("token"), outcome, int(item["expiresAt"]))
+        waiter = (
+            Waiter(str(item["executionArn"]), str(item["stateName"]), str(item["stateEnteredTime"]))
+            if "executionArn" in item
+            else None
+        )
+        return Entry(item.get("token"), outcome, int(item["expiresAt"]), waiter)
 
     def waiting(self, registered_before: int) -> Iterator[Waiting]:
         """Every live token registered before the given time (a scan: the table only holds jobs in flight)."""
@@ -77,10 +99,32 @@ class TokenStore:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def put_token(self, key: str, token: str, ttl_seconds: int) -> bool:
+    def put_token(self, key: str, token: str, waiter: Waiter, ttl_seconds: int) -> bool:
         """Store the token unless a live entry exists; return whether it was stored."""
         now = int(time.time())
-        return self._put({"jobKey": key, "token": token, "registeredAt": now, "expiresAt": now + ttl_seconds}, now)
+        return self._put(_token_item(key, token, waiter, now, ttl_seconds), now)
+
+    def replace_token(self, key: str, token: str, waiter: Waiter, ttl_seconds: int) -> bool:
+        """Replace the token of a live entry registered by this same waiter (a retried registration that brought a
+        new token); return whether it was replaced. Another waiter's entry is never touched."""
+        now = int(time.time())
+        written = conditionally(
+            lambda: self._table.put_item(
+                Item=_token_item(key, token, waiter, now, ttl_seconds),
+                ConditionExpression=(
+                    "attribute_exists(#t) AND expiresAt > :now AND executionArn = :e AND stateName = :s"
+                    " AND stateEnteredTime = :t"
+                ),
+                ExpressionAttributeNames={"#t": "token"},
+                ExpressionAttributeValues={
+                    ":now": now,
+                    ":e": waiter.execution_arn,
+                    ":s": waiter.state_name,
+                    ":t": waiter.entered_time,
+                },
+            )
+        )
+        return written is not None
 
     def put_outcome(self, key: str, outcome: Outcome, ttl_seconds: int) -> bool:
         """Record a completion that arrived before its token; return whether it was stored."""
@@ -117,6 +161,10 @@ class TokenStore:
         if values:
             kwargs["ExpressionAttributeValues"] = values
         conditionally(lambda: self._table.delete_item(**kwargs))  # refused: the entry is another one by now
+
+
+def _token_item(key: str, token: str, waiter: Waiter, now: int, ttl_seconds: int) -> dict[str, Any]:
+    return {"jobKey": key, "token": token, **waiter.item(), "registeredAt": now, "expiresAt": now + ttl_seconds}
 
 
 def _outcome(stored: dict[str, Any]) -> Outcome:
