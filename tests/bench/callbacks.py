@@ -71,7 +71,14 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None) -> st
                 "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
                 "Parameters": {
                     "FunctionName": register.physical_id,
-                    "Payload": {"service": "translate", "jobId.$": "$.jobId", "taskToken.$": "$$.Task.Token"},
+                    "Payload": {
+                        "service": "translate",
+                        "jobId.$": "$.jobId",
+                        "taskToken.$": "$$.Task.Token",
+                        "executionArn.$": "$$.Execution.Id",
+                        "stateName.$": "$$.State.Name",
+                        "stateEnteredTime.$": "$$.State.EnteredTime",
+                    },
                 },
                 "TimeoutSeconds": timeout_seconds or round(600 * cloud.clock.speedup),
                 "End": True,
