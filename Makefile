@@ -10,7 +10,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency demo local deploy clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency chaos demo local deploy clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -62,6 +62,13 @@ bench: install
 
 bench-concurrency: install
 	$(PY) -m tests.bench.concurrency
+
+# Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
+# events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).
+JOBS ?= 1000
+SEED ?= 7
+chaos: install
+	$(PY) -m tests.bench.chaos --jobs $(JOBS) --seed $(SEED)
 
 demo: install
 	$(PY) -m localcloud demo
