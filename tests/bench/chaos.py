@@ -309,15 +309,16 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--in-flight", type=int, default=50)
+    parser.add_argument("--wire", type=json.loads, default=WIRE_FAULTS, help="wire faults (JSON), default %(default)s")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     log = OUT / "chaos-functions.log"
     log.write_text("")  # this run's logs only
     route_logs(log)
-    with LocalCloud(chaos_config(args.seed, function_log=log)) as cloud:
+    with LocalCloud(chaos_config(args.seed, args.wire, function_log=log)) as cloud:
         result = run_chaos(cloud, args.jobs, args.in_flight, args.seed)
     print(result.summary(), flush=True)
-    report = {"machine": machine(), "wire_faults": WIRE_FAULTS, "event_faults": asdict(EventFaults())}
+    report = {"machine": machine(), "wire_faults": args.wire, "event_faults": asdict(EventFaults())}
     (OUT / "chaos.json").write_text(json.dumps(report | result.as_dict(), indent=2))
     return int(result.lost > 0 or result.double > 0 or result.wrong > 0)
 

@@ -9,16 +9,19 @@ import pytest
 
 from localcloud.cloud import LocalCloud
 from localcloud.lambda_faults import KINDS
-from tests.bench.chaos import ChaosResult, chaos_config, run_chaos
+from tests.bench.chaos import WIRE_FAULTS, ChaosResult, chaos_config, run_chaos
 
 SEED = 14
-JOBS = 80
+JOBS = 100
+# make chaos's faults, with crashes more frequent: a small run still crashes each function (registration, resume,
+# reconciler) a few times, before and after its handler ran
+WIRE = WIRE_FAULTS | {"crash": 0.05}
 
 
 @pytest.fixture(scope="module")
 def chaos() -> Iterator[ChaosResult]:
     """One chaos run of JOBS jobs, 20 in flight, on a cloud of its own (its workers inject faults)."""
-    with LocalCloud(chaos_config(SEED, stack_name="chaos-test")) as cloud:
+    with LocalCloud(chaos_config(SEED, WIRE, stack_name="chaos-test")) as cloud:
         yield run_chaos(cloud, jobs=JOBS, in_flight=20, seed=SEED)
 
 
