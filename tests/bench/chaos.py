@@ -39,7 +39,7 @@ from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambda_faults import KINDS
 from localcloud.simulators.translate import ACTIVE, EVENT_DETAIL_TYPE, EVENT_SOURCE, TranslateSimulator
 from tests.bench.bench import machine
-from tests.bench.callbacks import complete, run_jobs, waiting_machine
+from tests.bench.callbacks import JobsResult, complete, run_jobs, waiting_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / ".aws-sam" / "bench"
@@ -173,6 +173,7 @@ def run_chaos(
     plans: dict[str, Plan] = {}
     late: list[tuple[str, str]] = []  # (job id, status) put once every task has closed
     result = ChaosResult(seed=seed, jobs=jobs, in_flight=in_flight, load={"before": list(os.getloadavg())})
+    accounted = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
     wire_before = Counter(cloud.faults)
 
     def new_job() -> str:
@@ -199,6 +200,7 @@ def run_chaos(
             late.append((job_id, opposite(status)))
         if plan.lost:
             result.events["lost"] += 1
+            del accounted.put_at[job_id]  # never put: neither early nor late
             return
         complete(cloud, job_id, status)
         if plan.duplicated:
@@ -227,6 +229,7 @@ def run_chaos(
         new_job=new_job,
         complete_job=complete_job,
         after_ends=put_late,
+        result=accounted,
     )
     result.seconds = jobs_result.seconds
     result.events["early"] = jobs_result.early
