@@ -65,10 +65,11 @@ bench-concurrency: install
 
 # Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
 # events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).
+# WIRE='{"throttle": 0.3, "crash": 0}' replaces the wire faults' probabilities.
 JOBS ?= 1000
 SEED ?= 7
 chaos: install
-	$(PY) -m tests.bench.chaos --jobs $(JOBS) --seed $(SEED)
+	$(PY) -m tests.bench.chaos --jobs $(JOBS) --seed $(SEED) $(if $(WIRE),--wire '$(WIRE)')
 
 demo: install
 	$(PY) -m localcloud demo
