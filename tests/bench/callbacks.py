@@ -4,7 +4,8 @@ template, with a minimal waiting workflow, accounted job by job from the executi
 Each job starts an execution that waits on `lambda:invoke.waitForTaskToken` (RegisterTokenFunction stores the token
 under the job id), then its Translate completion event is put on the default bus as the service puts it, either
 after the registration (the usual order) or at once (the completion racing the registration). ResumeJobFunction
-resumes the execution. A job is lost if its execution never ends, duplicated if its task was closed twice.
+resumes the execution. A job is lost if its execution never ends, duplicated if its task was closed twice (one attempt
+closed twice: a Retry's attempts are closed once each).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from localcloud.events import as_service
 from localcloud.lambdas import Worker
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
+CLOSES = ("TaskSucceeded", "TaskFailed", "TaskTimedOut")  # history events that close a task
 
 
 @dataclass
@@ -269,7 +272,7 @@ def run_jobs(
     for arn in executions:
         described = sfn.describe_execution(executionArn=arn)
         events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-        closed = [e for e in events if e["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut")]
+        closed = [e for e in events if e["type"] in CLOSES]
         result.ends[described["name"]] = (described["status"], described.get("error"))
         if described["status"] == "RUNNING":
             result.lost += 1
@@ -278,15 +281,28 @@ def run_jobs(
         else:
             result.failed += 1
             result.failures.append(str(described.get("error")))
-        result.duplicated += len(closed) > 1
+        result.duplicated += closed_twice(events)
         submitted = next((e["timestamp"] for e in events if e["type"] == "TaskSubmitted"), None)
         put_at = result.put_at.get(described["name"])
         result.early += bool(submitted and put_at and put_at < submitted)
         if closed and submitted and put_at and submitted < put_at:  # registered before its completion arrived
-            result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
-            result.closed_at[described["name"]] = closed[0]["timestamp"].timestamp()
+            result.resume_ms.append((closed[-1]["timestamp"] - put_at).total_seconds() * 1000)
+            result.closed_at[described["name"]] = closed[-1]["timestamp"].timestamp()
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
+
+
+def closed_twice(events: list[dict[str, Any]]) -> bool:
+    """Whether one attempt of the task was closed more than once (a Retry's next attempt is a new task: its first
+    attempt's TaskFailed and its last one's TaskSucceeded are one close each)."""
+    closes: Counter[int] = Counter()  # attempt (TaskScheduled count) -> close events
+    attempt = 0
+    for event in events:
+        if event["type"] == "TaskScheduled":
+            attempt += 1
+        elif event["type"] in CLOSES:
+            closes[attempt] += 1
+    return any(count > 1 for count in closes.values())
 
 
 def _dead_letters(cloud: LocalCloud) -> int:
