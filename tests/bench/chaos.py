@@ -2,6 +2,9 @@
 
     python -m tests.bench.chaos --jobs 1000 --seed 7     # or: make chaos JOBS=1000 SEED=7
 
+Each run has an offline cloud of its own, in its own process: its workers inject faults, and nothing of it (moto's
+backends, the simulators, the default bus) is shared with another cloud.
+
 The jobs are tests/bench/callbacks.py's (a minimal waiting workflow registering through RegisterTokenFunction,
 completion events put on the default bus as Translate puts them, ResumeJobFunction resuming), with real Translate
 jobs behind them (the simulator, localcloud/simulators/translate.py: some COMPLETED, some FAILED, some
@@ -313,16 +316,19 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--in-flight", type=int, default=50)
     parser.add_argument("--wire", type=json.loads, default=WIRE_FAULTS, help="wire faults (JSON), default %(default)s")
+    parser.add_argument(
+        "--out", type=Path, default=OUT / "chaos.json", help="the JSON report (the functions' log beside)"
+    )
     args = parser.parse_args()
-    OUT.mkdir(parents=True, exist_ok=True)
-    log = OUT / "chaos-functions.log"
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log = args.out.with_name("chaos-functions.log")
     log.write_text("")  # this run's logs only
     route_logs(log)
     with LocalCloud(chaos_config(args.seed, args.wire, function_log=log)) as cloud:
         result = run_chaos(cloud, args.jobs, args.in_flight, args.seed)
     print(result.summary(), flush=True)
     report = {"machine": machine(), "wire_faults": args.wire, "event_faults": asdict(EventFaults())}
-    (OUT / "chaos.json").write_text(json.dumps(report | result.as_dict(), indent=2))
+    args.out.write_text(json.dumps(report | result.as_dict(), indent=2))
     return int(result.lost > 0 or result.double > 0 or result.wrong > 0)
 
 
