@@ -13,6 +13,7 @@ from botocore.config import Config
 from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ReadTimeoutError
 
+from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.lambda_faults import PROBABILITIES, Injector, parse
 
 ANSWER = b'{"Table": {"TableName": "t", "TableStatus": "ACTIVE"}}'
@@ -95,3 +96,8 @@ def test_a_bad_configuration_is_refused_with_what_is_wrong(config: str, named: s
 
 def test_every_probability_is_known() -> None:
     assert parse("{}") == {"seed": 0, **dict.fromkeys(PROBABILITIES, 0.0)}
+
+
+def test_a_cloud_with_a_bad_fault_configuration_is_refused_before_it_starts() -> None:
+    with pytest.raises(ValueError, match="throttle"):
+        LocalCloud(CloudConfig(faults='{"throttle": 2}'))
