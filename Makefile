@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract demo local deploy redrive scan clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract chaos demo local deploy redrive scan clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -73,6 +73,14 @@ bench-concurrency: install
 # 200 documents in 4 batches under a BDA quota of 5: peak jobs, refusals, efficiency; callback vs polling per document.
 bench-extract: install
 	$(PY) -m tests.bench.extract
+
+# Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
+# events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).
+# WIRE='{"throttle": 0.3, "crash": 0}' replaces the wire faults' probabilities.
+JOBS ?= 1000
+SEED ?= 7
+chaos: install
+	$(PY) -m tests.bench.chaos --jobs $(JOBS) --seed $(SEED) $(if $(WIRE),--wire '$(WIRE)')
 
 demo: install
 	$(PY) -m localcloud demo

@@ -20,6 +20,7 @@ import os
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +31,7 @@ from moto import mock_aws
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
 
-from localcloud import events, patches, pollers, simulators
+from localcloud import events, lambda_faults, patches, pollers, simulators
 from localcloud.build import build_dir, ensure_built
 from localcloud.clock import Clock
 from localcloud.deploy import ACCOUNT_ID, Stack, deploy
@@ -77,6 +78,9 @@ class CloudConfig:
     # template); `echo_function_logs` also prints them, prefixed with the function's name, on stderr.
     function_log: Path | None = None
     echo_function_logs: bool = False
+    # Opt-in faults inside every function's worker (the chaos run): a localcloud.lambda_faults configuration as JSON,
+    # e.g. '{"seed": 7, "throttle": 0.05, "crash": 0.02}'; empty for none.
+    faults: str = ""
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CloudConfig:
@@ -90,6 +94,7 @@ class CloudConfig:
             "aws_port": int(env.get("LOCALCLOUD_AWS_PORT", "4566")),
             "http_port": int(env.get("LOCALCLOUD_HTTP_PORT", "3000")),
             "speedup": float(env.get("LOCALCLOUD_SPEEDUP", "1")),
+            "faults": env.get(lambda_faults.ENV, ""),
         }
         if "LOCALCLOUD_ACCESS_KEY_ID" in env:
             values["credentials"] = [
@@ -130,6 +135,10 @@ class LocalCloud:
         self.runtime = LambdaRuntime(
             build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
         )
+        if config.faults:
+            lambda_faults.parse(config.faults)  # a bad configuration fails here, not in every worker
+            self.runtime.faults = config.faults
+        self.faults: Counter[str] = Counter()  # faults the workers injected, by kind (lambda_faults.KINDS)
         self.stack: Stack
         if clock is not None and clock.speedup != config.speedup:
             raise ValueError(f"the clock runs at {clock.speedup}x, the config says {config.speedup}x")
@@ -304,6 +313,8 @@ class LocalCloud:
 
     def _function_log_line(self, function_name: str, line: str) -> None:
         with self._log_lock:
+            if self.config.faults and line.startswith(lambda_faults.LOG_PREFIX):
+                self.faults[line.removeprefix(lambda_faults.LOG_PREFIX).partition(" ")[0]] += 1
             if self._log_file and not self._log_file.closed:
                 self._log_file.write(f"[{function_name}] {line}\n")
                 self._log_file.flush()

@@ -3,7 +3,8 @@
 This file runs in the worker's own interpreter (python3.13 with boto3, as Lambda's runtime) with the function's
 `sam build` artifact first on sys.path (LAMBDA_TASK_ROOT, as /var/task is on AWS). It may import the standard
 library only: nothing of the offline cloud, moto or the developer's .venv is importable there, so a module missing
-from the package fails here as it fails on AWS.
+from the package fails here as it fails on AWS. The one exception is opt-in: with LOCALCLOUD_FAULTS set, it loads
+lambda_faults.py beside it by path (the chaos run's faults at the wire, see that file).
 
 Protocol with localcloud.lambdas, one JSON document per line on the two file descriptors given as arguments:
     worker -> parent  {"init": {"ms": ...}} or {"init": {"ms": ..., "error": {...}}}  (then the worker exits)
@@ -15,6 +16,7 @@ stdout and stderr are the function's log stream: the parent tags each line with 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
@@ -71,6 +73,21 @@ def _load(handler_name: str) -> Any:
     return handler
 
 
+def _faults() -> Any:
+    """The chaos run's fault injector, installed under the SDK, if LOCALCLOUD_FAULTS asks for one (else None)."""
+    config = os.environ.get("LOCALCLOUD_FAULTS")
+    if not config:
+        return None
+    path = os.path.join(os.environ["LAMBDA_RUNTIME_DIR"], "lambda_faults.py")
+    spec = importlib.util.spec_from_file_location("lambda_faults", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    injector = module.Injector(module.parse(config), os.environ["AWS_LAMBDA_FUNCTION_NAME"])
+    injector.install()
+    return injector
+
+
 class _InitError(Exception):
     def __init__(self, payload: dict[str, Any]) -> None:
         super().__init__(payload["errorMessage"])
@@ -87,6 +104,7 @@ def main() -> int:
 
     sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])
     started = time.monotonic()
+    faults = _faults()
     try:
         handler = _load(os.environ["_HANDLER"])
     except _InitError as exc:
@@ -100,8 +118,12 @@ def main() -> int:
     for line in requests:
         request = json.loads(line)
         os.environ["_X_AMZN_TRACE_ID"] = request["traceId"]
+        if faults:
+            faults.crash("before")
         try:
             result = handler(request["event"], LambdaContext(request))
+            if faults:
+                faults.crash("after")
         except Exception as exc:  # noqa: BLE001 - the handler's exception is the invocation's result
             payload = {**_error(exc), "requestId": request["requestId"]}
             print(f"[ERROR] {payload['errorType']}: {exc}", file=sys.stderr, flush=True)

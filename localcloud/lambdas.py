@@ -20,6 +20,8 @@ cloud (fake credentials, no shared config files: nothing in a worker can reach A
 - asynchronous invocations get Lambda's retries and on-failure destination;
 - stdout/stderr are the function's log stream: every line goes to `log(function_name, line)`, with START, END and
   REPORT lines (duration, init duration, max memory used) per invocation.
+Opt-in, for the chaos run: `LambdaRuntime.faults` (a localcloud.lambda_faults configuration) makes every worker
+inject faults at the wire under its SDK and crash now and then.
 Not emulated: layers, versions and aliases, provisioned concurrency, the 6 MB payload limit.
 """
 
@@ -46,6 +48,7 @@ from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
+from localcloud import lambda_faults
 from localcloud.build import PROJECT_ROOT
 from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential
@@ -139,9 +142,9 @@ class FunctionSpec:
             log_level=logging_config.get("ApplicationLogLevel") if log_format == "JSON" else None,
         )
 
-    def lambda_environment(self, endpoint: str, region: str) -> dict[str, str]:
+    def lambda_environment(self, endpoint: str, region: str, faults: str = "") -> dict[str, str]:
         """The process environment of an execution environment: the function's Environment and Lambda's reserved
-        variables, with every AWS call sent to `endpoint`."""
+        variables, with every AWS call sent to `endpoint` (and the chaos run's `faults`, if any)."""
         stream = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
         reserved = {
             "AWS_LAMBDA_FUNCTION_NAME": self.name,
@@ -176,13 +179,17 @@ class FunctionSpec:
         }
         if self.log_level:
             reserved["AWS_LAMBDA_LOG_LEVEL"] = self.log_level
+        if faults:
+            reserved[lambda_faults.ENV] = faults
         return {**self.environment, **reserved}  # reserved variables cannot be overridden on Lambda either
 
 
 class Worker:
     """One execution environment: a runtime process with the function's code, serving one invocation at a time."""
 
-    def __init__(self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink) -> None:
+    def __init__(
+        self, spec: FunctionSpec, python: Path, endpoint: str, region: str, log: LogSink, faults: str = ""
+    ) -> None:
         self.spec = spec
         self.log = log
         self.init_ms: float | None = None  # reported once, on the REPORT line of the cold start
@@ -193,7 +200,7 @@ class Worker:
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
             [str(python), "-I", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
             pass_fds=(to_worker_r, from_worker_w),
-            env=spec.lambda_environment(endpoint, region),
+            env=spec.lambda_environment(endpoint, region, faults),
             cwd=spec.code_dir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -426,6 +433,7 @@ class LambdaRuntime:
         self.retry_delay_seconds = retry_delay_seconds
         self.log: LogSink = log or (lambda name, line: LOG.info("[%s] %s", name, line))
         self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
+        self.faults = ""  # a localcloud.lambda_faults configuration (JSON) every worker injects; "" for none
         self.python = runtime_python()
         self.account_concurrency = ACCOUNT_CONCURRENCY
         # function name -> LoggingConfig (format, levels, group), which moto's Lambda does not keep (it keeps the rest)
@@ -557,7 +565,7 @@ class LambdaRuntime:
         if not self.endpoint:
             raise RuntimeError("the offline cloud's endpoint is not set")
         with self._init_slots:
-            worker = Worker(spec, self.python, self.endpoint, self.region, self.log)
+            worker = Worker(spec, self.python, self.endpoint, self.region, self.log, self.faults)
             worker.initialize()
             return worker
 

@@ -4,7 +4,8 @@ template, with a minimal waiting workflow, accounted job by job from the executi
 Each job starts an execution that waits on `lambda:invoke.waitForTaskToken` (RegisterTokenFunction stores the token
 under the job id), then its Translate completion event is put on the default bus as the service puts it, either
 after the registration (the usual order) or at once (the completion racing the registration). ResumeJobFunction
-resumes the execution. A job is lost if its execution never ends, duplicated if its task was closed twice.
+resumes the execution. A job is lost if its execution never ends, duplicated if its task was closed twice (one attempt
+closed twice: a Retry's attempts are closed once each).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +31,7 @@ from localcloud.events import as_service
 from localcloud.lambdas import Worker
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
+CLOSES = ("TaskSucceeded", "TaskFailed", "TaskTimedOut")  # history events that close a task
 
 
 @dataclass
@@ -41,13 +44,16 @@ class JobsResult:
     lost: int = 0
     duplicated: int = 0
     dead_letters: int = 0
+    early: int = 0  # jobs whose completion was put before their registration
     failures: list[str] = field(default_factory=list)  # error names of failed executions
+    ends: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # job id -> (execution status, error)
     put_at: dict[str, datetime] = field(default_factory=dict)  # job id -> when its completion was put
     resume_ms: list[float] = field(default_factory=list)  # completion put -> task closed, jobs registered by then
     closed_at: dict[str, float] = field(default_factory=dict)  # job id -> task closed (epoch), the same jobs
 
     def as_dict(self) -> dict[str, Any]:
-        counts = {k: v for k, v in self.__dict__.items() if k not in ("failures", "put_at", "resume_ms", "closed_at")}
+        details = ("failures", "ends", "put_at", "resume_ms", "closed_at")
+        counts = {k: v for k, v in self.__dict__.items() if k not in details}
         return counts | {"failures": sorted(set(self.failures))}
 
     def percentile(self, p: float) -> float:
@@ -55,12 +61,18 @@ class JobsResult:
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
 
 
-def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None) -> str:
-    """A state machine with one task that waits for its job's callback (created once per cloud), for
-    `timeout_seconds` on the cloud's clock (default: ten real minutes at the cloud's speed-up)."""
+def waiting_machine(
+    cloud: LocalCloud,
+    timeout_seconds: int | None = None,
+    name: str = WAITING_MACHINE,
+    retry: list[dict[str, Any]] | None = None,
+) -> str:
+    """A state machine with one task that waits for its job's callback (created once per cloud and name), for
+    `timeout_seconds` on the cloud's clock (default: ten real minutes at the cloud's speed-up), retrying the
+    registration as `retry` says (an ASL Retry; default none)."""
     sfn = cloud.client("stepfunctions")
     for machine in sfn.list_state_machines()["stateMachines"]:
-        if machine["name"] == WAITING_MACHINE:
+        if machine["name"] == name:
             return str(machine["stateMachineArn"])
     register = next(r for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "RegisterTokenFunction")
     definition = {
@@ -81,12 +93,13 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None) -> st
                     },
                 },
                 "TimeoutSeconds": timeout_seconds or round(600 * cloud.clock.speedup),
+                **({"Retry": retry} if retry else {}),
                 "End": True,
             }
         },
     }
     created = sfn.create_state_machine(
-        name=WAITING_MACHINE,
+        name=name,
         definition=json.dumps(definition),
         roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/bench",
     )
@@ -96,16 +109,16 @@ def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None) -> st
 def ends_queue(cloud: LocalCloud, machine: str) -> str:
     """A queue that receives the end of every execution of `machine` (Step Functions' status change events, through
     an EventBridge rule), created once per cloud."""
-    sqs, events = cloud.client("sqs"), cloud.client("events")
-    url = str(sqs.create_queue(QueueName=f"{WAITING_MACHINE}-ends")["QueueUrl"])
+    sqs, events, name = cloud.client("sqs"), cloud.client("events"), machine.rpartition(":")[2]
+    url = str(sqs.create_queue(QueueName=f"{name}-ends")["QueueUrl"])
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     pattern = {
         "source": ["aws.states"],
         "detail-type": ["Step Functions Execution Status Change"],
         "detail": {"stateMachineArn": [machine], "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
     }
-    events.put_rule(Name=f"{WAITING_MACHINE}-ends", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule=f"{WAITING_MACHINE}-ends", Targets=[{"Id": "ends", "Arn": arn}])
+    events.put_rule(Name=f"{name}-ends", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=f"{name}-ends", Targets=[{"Id": "ends", "Arn": arn}])
     return url
 
 
@@ -186,13 +199,21 @@ def run_jobs(
     early: float = 0.2,
     job_seconds: tuple[float, float] = (0.0, 0.5),
     result: JobsResult | None = None,
+    machine: str | None = None,
+    new_job: Callable[[], str] = lambda: uuid.uuid4().hex,
+    complete_job: Callable[[str], None] | None = None,
+    after_ends: Callable[[], None] = lambda: None,
 ) -> JobsResult:
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
-    Each job's completion is put `job_seconds` (a random span) after its start, except for a fraction `early` put at
-    once (racing the registration). Ends are watched through the executions' status change events, which a rule
-    sends to a queue, so the harness itself adds little load however many jobs are in flight."""
-    machine = waiting_machine(cloud)
+    Each job (its id from `new_job`) runs an execution of `machine` (default: `waiting_machine`). Its completion is
+    put (by `complete_job`, default `complete`) `job_seconds` (a random span) after its start, except for a fraction
+    `early` put at once (racing the registration). Ends are watched through the executions' status change events,
+    which a rule sends to a queue, so the harness itself adds little load however many jobs are in flight. Once every
+    execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then each job is
+    accounted from its execution's history."""
+    machine = machine or waiting_machine(cloud)
+    complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
     rng = random.Random(seed)
     sfn = cloud.client("stepfunctions")
     dead_letters_before = _dead_letters(cloud)
@@ -213,7 +234,7 @@ def run_jobs(
                 due[:] = [(when, job) for when, job in due if when > now]
             for job_id in ready:
                 result.put_at[job_id] = datetime.now(UTC)
-                complete(cloud, job_id)
+                complete_job(job_id)
             time.sleep(0.01)
 
     def watch_ends() -> None:
@@ -240,7 +261,7 @@ def run_jobs(
     started = time.monotonic()
     for _ in range(jobs):
         slots.acquire()
-        job_id = uuid.uuid4().hex
+        job_id = new_job()
         arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
         wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
         with lock:
@@ -254,10 +275,12 @@ def run_jobs(
     for helper in helpers:
         helper.join()
     result.seconds = time.monotonic() - started
+    after_ends()
     for arn in executions:
         described = sfn.describe_execution(executionArn=arn)
         events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
-        closed = [e for e in events if e["type"] in ("TaskSucceeded", "TaskFailed", "TaskTimedOut")]
+        closed = [e for e in events if e["type"] in CLOSES]
+        result.ends[described["name"]] = (described["status"], described.get("error"))
         if described["status"] == "RUNNING":
             result.lost += 1
         elif described["status"] == "SUCCEEDED":
@@ -265,14 +288,28 @@ def run_jobs(
         else:
             result.failed += 1
             result.failures.append(str(described.get("error")))
-        result.duplicated += len(closed) > 1
+        result.duplicated += closed_twice(events)
         submitted = next((e["timestamp"] for e in events if e["type"] == "TaskSubmitted"), None)
         put_at = result.put_at.get(described["name"])
+        result.early += bool(submitted and put_at and put_at < submitted)
         if closed and submitted and put_at and submitted < put_at:  # registered before its completion arrived
-            result.resume_ms.append((closed[0]["timestamp"] - put_at).total_seconds() * 1000)
-            result.closed_at[described["name"]] = closed[0]["timestamp"].timestamp()
+            result.resume_ms.append((closed[-1]["timestamp"] - put_at).total_seconds() * 1000)
+            result.closed_at[described["name"]] = closed[-1]["timestamp"].timestamp()
     result.dead_letters = _dead_letters(cloud) - dead_letters_before
     return result
+
+
+def closed_twice(events: list[dict[str, Any]]) -> bool:
+    """Whether one attempt of the task was closed more than once (a Retry's next attempt is a new task: its first
+    attempt's TaskFailed and its last one's TaskSucceeded are one close each)."""
+    closes: Counter[int] = Counter()  # attempt (TaskScheduled count) -> close events
+    attempt = 0
+    for event in events:
+        if event["type"] == "TaskScheduled":
+            attempt += 1
+        elif event["type"] in CLOSES:
+            closes[attempt] += 1
+    return any(count > 1 for count in closes.values())
 
 
 def _dead_letters(cloud: LocalCloud) -> int:

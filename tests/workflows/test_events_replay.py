@@ -28,8 +28,11 @@ PACKAGE_DEFECTS = ("Runtime.", "Sandbox.", "ModuleNotFoundError", "ImportError")
 NAMES_OTHER_RESOURCES = {
     "export_job.check-message.json",
     "publish_records.file.json",
+    "resume_job.macie-bucket-access-denied.json",
+    "resume_job.macie-job-cancelled.json",
     "resume_job.macie-job-completed.json",
     "tag_documents.tag.json",
+    "tally_export_run.tally.json",
 }
 
 
