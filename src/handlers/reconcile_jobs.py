@@ -5,6 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from shared.aws import transient_errors
 from shared.callback.reconcile import Reconciler
 from shared.callback.service import callbacks
 from shared.observability import instrumented
@@ -18,4 +19,5 @@ def reconciler() -> Reconciler:
 
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    return reconciler().run()
+    with transient_errors():  # listing the waiting jobs failed: the next scheduled run is the retry
+        return reconciler().run()

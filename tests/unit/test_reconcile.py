@@ -21,7 +21,7 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
 from localcloud.clock import ManualClock
-from shared.exceptions import ReconcileIncompleteError
+from shared.exceptions import ReconcileIncompleteError, TransientAwsError
 from tests.unit.faults import fail
 from tests.unit.payloads import (
     bda_status,
@@ -519,3 +519,22 @@ def test_the_reconciler_describes_jobs_in_parallel_at_a_paced_rate(
     times = sorted(at for at, _ in started)
     assert times[-1] - times[0] >= 11 * 0.1 - 0.01
     assert {call["taskToken"] for call in sfn_spy.calls_to("send_task_heartbeat")} == {t.token for t in tasks}
+
+
+def test_a_run_that_cannot_list_the_waiting_jobs_fails_with_the_transient_error_and_changes_nothing(
+    aws: Aws, waiting_for: Callable[..., WaitingTask], sfn_spy: ClientSpy
+) -> None:
+    # Given a workflow waiting (longer than the threshold) for a translation job, and the token table's Scan throttled
+    # (after botocore's retries)
+    job = Job("translate", f"{1:032x}", "translate", "describe_text_translation_job", {})
+    task = waiting_for(job)
+    tokens = importlib.import_module("shared.aws").table(aws.table.name)
+    fault = fail(tokens.meta.client, "Scan")
+
+    # When the reconciler runs
+    # Then it fails with TransientAwsError (the next scheduled run is its retry), having touched no task
+    with pytest.raises(TransientAwsError, match="ThrottlingException"):
+        reconcile()
+    assert fault.failed == 1
+    assert sfn_spy.calls == [] and task.status() == "RUNNING"
+    assert aws.item(job.key) is not None
