@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, Field
 
+from shared.aws import transient_errors
 from shared.export.fanout import publish_records
 from shared.observability import instrumented, logger
 from shared.settings import export_settings
@@ -21,6 +22,7 @@ class ExportedFile(BaseModel):
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     item = ExportedFile.model_validate(event)
-    progress = publish_records(export_settings(), item.run, item.bucket, item.key)
+    with transient_errors():  # throttled or unreachable: the Map item's Retry publishes on from the checkpoint
+        progress = publish_records(export_settings(), item.run, item.bucket, item.key)
     logger.info("records published", extra={"key": item.key, **progress.as_dict()})
     return {"key": item.key, **progress.as_dict()}

@@ -19,17 +19,21 @@ class Registration(BaseModel):
     job_id: str = Field(alias="jobId", min_length=1)
     task_token: str = Field(alias="taskToken", min_length=1, repr=False)
     ttl_seconds: int | None = Field(default=None, alias="ttlSeconds", gt=0)
-    # Which Task state waits ($$.Execution.Id, $$.State.Name, $$.State.EnteredTime): a retry of that state may bring
-    # a new token, which then replaces the one its failed attempt registered.
+    # Which Task state waits ($$.Execution.Id, $$.State.Name, $$.State.EnteredTime) and its attempt
+    # ($$.State.RetryCount): a retry of that state may bring a new token, which then replaces the one an earlier,
+    # failed attempt registered (never the other way round).
     execution_arn: str = Field(alias="executionArn", min_length=1)
     state_name: str = Field(alias="stateName", min_length=1)
     state_entered_time: str = Field(alias="stateEnteredTime", min_length=1)
+    retry_count: int = Field(alias="retryCount", ge=0)
 
 
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
-    waiter = Waiter(registration.execution_arn, registration.state_name, registration.state_entered_time)
+    waiter = Waiter(
+        registration.execution_arn, registration.state_name, registration.state_entered_time, registration.retry_count
+    )
     with transient_errors():  # throttled or unreachable: the Task state's Retry registers again
         result = callbacks().register(
             registration.service, registration.job_id, registration.task_token, waiter, registration.ttl_seconds

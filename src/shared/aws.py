@@ -1,5 +1,6 @@
 """boto3 clients and resources, created once per container and only when first used (cold start matters)."""
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -34,14 +35,21 @@ THROTTLING_CODES = frozenset(
 )
 
 
+# boto3's default session is not thread-safe while it creates clients (the reconciler's threads may each create the
+# first client of a service at once): creations take turns; the clients themselves are thread-safe.
+_CREATING = threading.Lock()
+
+
 @cache
 def client(service: str) -> Any:
-    return boto3.client(service)
+    with _CREATING:
+        return boto3.client(service)
 
 
 @cache
 def table(name: str) -> Any:
-    return boto3.resource("dynamodb").Table(name)
+    with _CREATING:
+        return boto3.resource("dynamodb").Table(name)
 
 
 @cache

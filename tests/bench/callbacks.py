@@ -90,6 +90,7 @@ def waiting_machine(
                         "executionArn.$": "$$.Execution.Id",
                         "stateName.$": "$$.State.Name",
                         "stateEnteredTime.$": "$$.State.EnteredTime",
+                        "retryCount.$": "$$.State.RetryCount",
                     },
                 },
                 "TimeoutSeconds": timeout_seconds or round(600 * cloud.clock.speedup),

@@ -201,5 +201,6 @@ def registration(service: str, job_id: str, token: str, **extra: Any) -> dict[st
         "executionArn": f"arn:aws:states:{REGION}:{ACCOUNT}:execution:{STACK}-documents:{execution}",
         "stateName": "WaitForTranslation",
         "stateEnteredTime": "2026-01-15T10:30:06.123Z",
+        "retryCount": 0,
         **extra,
     }

@@ -369,20 +369,33 @@ def test_a_macie_completion_after_job_errors_is_a_failure(aws: Aws, stubbed: Cal
     stubbed("macie2").assert_no_pending_responses()
 
 
-@pytest.mark.parametrize("event_type", ["JOB_COMPLETED", "JOB_CANCELLED", *MACIE_JOB_ERRORS])
-def test_a_forged_macie_event_for_a_running_job_resumes_nothing(
-    aws: Aws, stubbed: Callable[[str], Stubber], event_type: str
+def test_a_forged_macie_completion_for_a_running_job_resumes_nothing(
+    aws: Aws, stubbed: Callable[[str], Stubber]
 ) -> None:
-    # Given a relayed-looking Macie event (its source is custom: anyone allowed events:PutEvents on the default bus
-    # can send it) for a job DescribeClassificationJob still shows RUNNING
+    # Given a relayed-looking Macie JOB_COMPLETED (its source is custom: anyone allowed events:PutEvents on the default
+    # bus can send it) for a job DescribeClassificationJob still shows RUNNING
     stubbed("macie2").add_response("describe_classification_job", macie_job(MACIE_JOB, "RUNNING"), {"jobId": MACIE_JOB})
 
     # When it is turned into an outcome
     # Then it is refused with a named error (the delivery is retried, then dead-lettered): no outcome at all
     with pytest.raises(JobEventNotConfirmedError) as refused:
-        outcome_of(macie_event(event_type))
+        outcome_of(macie_event("JOB_COMPLETED"))
     assert MACIE_JOB in str(refused.value)
     assert "RUNNING" in str(refused.value)
+    stubbed("macie2").assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("event_type", ["JOB_CANCELLED", *MACIE_JOB_ERRORS])
+def test_a_macie_failure_line_for_a_running_job_is_not_an_end(
+    aws: Aws, stubbed: Callable[[str], Stubber], event_type: str
+) -> None:
+    # Given a Macie error line (e.g. one bucket's access denied: the job goes on) or a forged failure, for a job
+    # DescribeClassificationJob still shows RUNNING
+    stubbed("macie2").add_response("describe_classification_job", macie_job(MACIE_JOB, "RUNNING"), {"jobId": MACIE_JOB})
+
+    # When it is turned into an outcome
+    # Then it is no outcome (acknowledged, nothing resumed, nothing dead-lettered): the job's completion decides
+    assert outcome_of(macie_event(event_type)) is None
     stubbed("macie2").assert_no_pending_responses()
 
 

@@ -699,7 +699,9 @@ WAITER = {
     "executionArn": "arn:aws:states:us-east-1:123456789012:execution:callback-kit-documents:run-1",
     "stateName": "WaitForTranslation",
     "stateEnteredTime": "2026-01-15T10:30:06.123Z",
+    "retryCount": 0,
 }
+RETRY = {**WAITER, "retryCount": 1}  # the Task state's next attempt
 
 
 def test_a_retried_registration_with_a_new_token_replaces_the_dead_one(
@@ -711,7 +713,7 @@ def test_a_retried_registration_with_a_new_token_replaces_the_dead_one(
     assert register(dead.token, **WAITER) == "REGISTERED"
 
     # When the retry registers its new token from the same execution, state and state entry
-    status = register(retried.token, **WAITER)
+    status = register(retried.token, **RETRY)
 
     # Then it replaces the dead token, and the job's completion resumes the retry's token
     assert status == "REGISTERED"
@@ -722,14 +724,32 @@ def test_a_retried_registration_with_a_new_token_replaces_the_dead_one(
     assert dead.status() == "RUNNING"
 
 
+def test_an_earlier_attempt_arriving_after_its_retry_never_replaces_the_retrys_token(
+    aws: Aws, waiting_task: Callable[..., WaitingTask]
+) -> None:
+    # Given a retry's token registered (attempt 1), while its failed first attempt is still running somewhere
+    dead, retried = waiting_task(), waiting_task()
+    assert register(retried.token, **RETRY) == "REGISTERED"
+
+    # When the first attempt's registration (attempt 0, its token dead) arrives last
+    # Then it is refused, and the retry's live token stays: the completion resumes it
+    with pytest.raises(TokenConflictError):
+        register(dead.token, **WAITER)
+    item = aws.item(JOB_KEY)
+    assert item is not None and item["token"] == retried.token
+    assert complete("COMPLETED") == "RESUMED"
+    assert retried.wait_until_closed()["status"] == "SUCCEEDED"
+
+
 @pytest.mark.parametrize(
     "other",
     [
         {"executionArn": WAITER["executionArn"].replace("run-1", "run-2")},  # another execution
         {"stateName": "WaitForClassification"},  # another state of the same execution
         {"stateEnteredTime": "2026-01-15T10:45:00.000Z"},  # the state entered again (a loop): another wait
+        {"retryCount": 0},  # the same attempt with another token (not a retry)
     ],
-    ids=["another-execution", "another-state", "another-entry"],
+    ids=["another-execution", "another-state", "another-entry", "same-attempt"],
 )
 def test_a_registration_from_another_waiter_never_replaces_the_token(
     aws: Aws, waiting_task: Callable[..., WaitingTask], other: dict[str, str]
@@ -775,6 +795,7 @@ def test_every_register_task_names_its_waiter_and_retries_transient_errors_with_
     assert payload["executionArn.$"] == "$$.Execution.Id"
     assert payload["stateName.$"] == "$$.State.Name"
     assert payload["stateEnteredTime.$"] == "$$.State.EnteredTime"
+    assert payload["retryCount.$"] == "$$.State.RetryCount"
     # and it retries TransientAwsError and Lambda's own transient errors, backing off with a cap and full jitter
     retry = next(r for r in state["Retry"] if "TransientAwsError" in r["ErrorEquals"])
     assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retry["ErrorEquals"])

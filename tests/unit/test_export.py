@@ -19,6 +19,7 @@ import pytest
 
 from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
+from shared.exceptions import TransientAwsError
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
 from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke, template
 from tests.unit.waiting import WaitingTask, wait_until
@@ -702,7 +703,8 @@ def test_a_retried_file_resumes_after_its_checkpoint_and_publishes_no_record_twi
     item = exported_body(export_account, ndjson(records))
     bus = RefusingBus(monkeypatch)
     bus.fail_call = 3
-    with pytest.raises(Exception, match="ThrottlingException"):
+    # (the function fails with TransientAwsError, the name the Map item's Retry matches)
+    with pytest.raises(TransientAwsError, match="ThrottlingException"):
         invoke("publish_records", item)
     assert len(export_account.published.delivered()) == 20  # two groups of 10, each checkpointed
 

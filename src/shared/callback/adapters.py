@@ -55,11 +55,15 @@ class Adapter:
             return self._explained(outcome)
         return outcome
 
-    def _confirmed(self, claimed: Outcome) -> Outcome:
+    def _confirmed(self, claimed: Outcome) -> Outcome | None:
         """The outcome the service's API confirms: its own for a claimed success (which may have ended with errors),
-        the event's (more specific) for a failure the API confirms. The API not saying the job ended, or saying it
-        succeeded when the event says it failed, is JobEventNotConfirmedError: nothing is resumed."""
+        the event's (more specific) for a failure the API confirms. A failure while the API says the job still runs
+        is not an end (None): a job goes on past an error of one bucket, and its completion, confirmed, decides. The
+        API not saying the job ended for a claimed success, or saying it succeeded when the event says it failed, is
+        JobEventNotConfirmedError: nothing is resumed."""
         described = self.current(claimed.job_id)
+        if described is None and not claimed.succeeded:
+            return None
         if described is None or (described.succeeded and not claimed.succeeded):
             status = "RUNNING" if described is None else described.status
             raise JobEventNotConfirmedError(

@@ -38,8 +38,8 @@ class Callbacks:
         self, service: str, job_id: str, task_token: str, waiter: Waiter, ttl_seconds: int | None = None
     ) -> Result:
         """Pair `task_token` with the job. A repeated registration is a no-op; a retry of the same Task state (same
-        execution, state and entry time) replaces the token it registered before, which died with the failed
-        attempt; any other token is refused."""
+        execution, state and entry time, a later attempt) replaces the token it registered before, which died with
+        the failed attempt; any other token is refused, an earlier attempt's that arrives last too."""
         adapter(service)  # an unknown service is refused before anything is written
         key = job_key(service, job_id)
         ttl = ttl_seconds or self.default_ttl_seconds
@@ -52,7 +52,7 @@ class Callbacks:
                 continue
             if entry.token == task_token:
                 return Result.DUPLICATE
-            if entry.token is not None and entry.waiter == waiter:
+            if entry.token is not None and entry.waiter is not None and waiter.retries(entry.waiter):
                 if self.store.replace_token(key, task_token, waiter, ttl):
                     logger.info(
                         "token of a retried registration replaced",

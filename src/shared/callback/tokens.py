@@ -22,16 +22,27 @@ from shared.outcome import Outcome
 
 @dataclass(frozen=True)
 class Waiter:
-    """The Task state waiting for a job: $$.Execution.Id, $$.State.Name and $$.State.EnteredTime. A retry of the
-    state keeps all three (and may bring a new task token); another execution or another entry of the state does
-    not."""
+    """The Task state waiting for a job: $$.Execution.Id, $$.State.Name and $$.State.EnteredTime, and which attempt
+    of it ($$.State.RetryCount). A retry of the state keeps the first three (and may bring a new task token); another
+    execution or another entry of the state does not."""
 
     execution_arn: str
     state_name: str
     entered_time: str
+    attempt: int = 0
 
-    def item(self) -> dict[str, str]:
-        return {"executionArn": self.execution_arn, "stateName": self.state_name, "stateEnteredTime": self.entered_time}
+    def item(self) -> dict[str, str | int]:
+        return {
+            "executionArn": self.execution_arn,
+            "stateName": self.state_name,
+            "stateEnteredTime": self.entered_time,
+            "attempt": self.attempt,
+        }
+
+    def retries(self, other: Waiter) -> bool:
+        """Whether this is a later attempt of the same Task state entry as `other`."""
+        same = (self.execution_arn, self.state_name, self.entered_time)
+        return same == (other.execution_arn, other.state_name, other.entered_time) and self.attempt > other.attempt
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,12 @@ class TokenStore:
             return None
         outcome = _outcome(json.loads(item["outcome"])) if "outcome" in item else None
         waiter = (
-            Waiter(str(item["executionArn"]), str(item["stateName"]), str(item["stateEnteredTime"]))
+            Waiter(
+                str(item["executionArn"]),
+                str(item["stateName"]),
+                str(item["stateEnteredTime"]),
+                int(item.get("attempt", 0)),
+            )
             if "executionArn" in item
             else None
         )
@@ -105,15 +121,16 @@ class TokenStore:
         return self._put(_token_item(key, token, waiter, now, ttl_seconds), now)
 
     def replace_token(self, key: str, token: str, waiter: Waiter, ttl_seconds: int) -> bool:
-        """Replace the token of a live entry registered by this same waiter (a retried registration that brought a
-        new token); return whether it was replaced. Another waiter's entry is never touched."""
+        """Replace the token of a live entry registered by an earlier attempt of this same waiter (a retried
+        registration that brought a new token); return whether it was replaced. Another waiter's entry, or a later
+        attempt's (a slow earlier attempt arriving last), is never touched."""
         now = int(time.time())
         written = conditionally(
             lambda: self._table.put_item(
                 Item=_token_item(key, token, waiter, now, ttl_seconds),
                 ConditionExpression=(
                     "attribute_exists(#t) AND expiresAt > :now AND executionArn = :e AND stateName = :s"
-                    " AND stateEnteredTime = :t"
+                    " AND stateEnteredTime = :t AND (attribute_not_exists(attempt) OR attempt < :a)"
                 ),
                 ExpressionAttributeNames={"#t": "token"},
                 ExpressionAttributeValues={
@@ -121,6 +138,7 @@ class TokenStore:
                     ":e": waiter.execution_arn,
                     ":s": waiter.state_name,
                     ":t": waiter.entered_time,
+                    ":a": waiter.attempt,
                 },
             )
         )
