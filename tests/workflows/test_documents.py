@@ -5,9 +5,7 @@ resumed by its completion (Translate's event; Macie's job log relayed by the shi
 from __future__ import annotations
 
 import json
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from localcloud.cloud import LocalCloud
@@ -15,6 +13,7 @@ from localcloud.demo import wait_for_execution
 from localcloud.simulators import settle_all
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
+from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import PARAMETERS, TASK_TIMEOUT_SECONDS
 
 CLEAN = "The meeting is on Tuesday."
@@ -84,15 +83,6 @@ def dead_letters(cloud: LocalCloud, *jobs: str) -> list[str]:
     messages = cloud.client("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10, VisibilityTimeout=0)
     bodies = [m["Body"] for m in messages.get("Messages", [])]
     return [body for body in bodies if any(job in body for job in jobs)]
-
-
-def wait_for[T](check: Callable[[], T], what: str, timeout: float = 20.0) -> T:
-    """The first truthy answer of `check` (polled), or an AssertionError naming `what` never came."""
-    deadline = time.monotonic() + timeout
-    while not (answer := check()):
-        assert time.monotonic() < deadline, f"no sign of {what} within {timeout} s"
-        time.sleep(0.05)
-    return answer
 
 
 def job_ids(cloud: LocalCloud, execution_arn: str) -> list[str]:
@@ -248,8 +238,8 @@ def test_a_forged_macie_completion_resumes_nothing_while_the_job_still_runs(clou
     simulate(cloud, macie={"delay_seconds": 10 * cloud.config.speedup})
     run = Run(cloud, {"contact.txt": PERSONAL})
     execution_arn = run.start()
-    job = wait_for(lambda: started(cloud, execution_arn).get("aws-sdk:macie2"), "the Macie job")
-    wait_for(lambda: tokens_left(cloud, f"macie#{job}"), "the Macie wait's registration")
+    job = wait_for(lambda: started(cloud, execution_arn).get("aws-sdk:macie2"), timeout=20, what="the Macie job")
+    wait_for(lambda: tokens_left(cloud, f"macie#{job}"), timeout=20, what="the Macie wait's registration")
 
     # When someone allowed events:PutEvents on the default bus sends the relayed event's shape: JOB_COMPLETED
     forged = {"jobId": job, "eventType": "JOB_COMPLETED", "description": "The job finished running."}
@@ -265,7 +255,9 @@ def test_a_forged_macie_completion_resumes_nothing_while_the_job_still_runs(clou
 
     # Then DescribeClassificationJob does not confirm it: the event is retried, then dead-lettered with the named
     # error, and the workflow still waits for the job, its token kept
-    letters = wait_for(lambda: [d for d in dead_letters(cloud, job) if "JobEventNotConfirmedError" in d], "the DLQ")
+    letters = wait_for(
+        lambda: [d for d in dead_letters(cloud, job) if "JobEventNotConfirmedError" in d], timeout=20, what="the DLQ"
+    )
     assert letters
     assert cloud.client("stepfunctions").describe_execution(executionArn=execution_arn)["status"] == "RUNNING"
     assert tokens_left(cloud, f"macie#{job}")

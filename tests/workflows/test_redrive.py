@@ -4,7 +4,6 @@ to the resume function, and the job's workflow goes on."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import wait_for_execution
 from localcloud.lambdas import FunctionError
+from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import REGION, ROOT, SPEEDUP
 from tests.workflows.test_documents import CLEAN, Run, simulate, tokens_left
 from tools.redrive import redrive
@@ -62,13 +62,6 @@ def queued(cloud: LocalCloud, output: str) -> int:
     return int(attributes["ApproximateNumberOfMessages"])
 
 
-def wait_until(condition: Any, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_a_completion_dead_lettered_by_the_resume_function_is_replayed_and_the_workflow_resumes(
     cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,7 +72,7 @@ def test_a_completion_dead_lettered_by_the_resume_function_is_replayed_and_the_w
     execution = run.start()
     # Then both completions fail every retry into the resume dead-letter queue, and the workflow keeps waiting
     # (the default bus is the account's: a completion of another test's job may dead-letter here too)
-    wait_until(lambda: queued(cloud, "ResumeDeadLetterQueueUrl") >= 2, "two on-failure destination records")
+    wait_for(lambda: queued(cloud, "ResumeDeadLetterQueueUrl") >= 2, timeout=30, what="two dead-lettered completions")
     cloud.runtime.drain()
     assert cloud.client("stepfunctions").describe_execution(executionArn=execution)["status"] == "RUNNING"
     dead = queued(cloud, "ResumeDeadLetterQueueUrl")
@@ -128,4 +121,4 @@ def test_a_request_the_admission_queue_gave_up_on_goes_back_to_it_and_is_admitte
         listed = sfn.list_executions(stateMachineArn=machine, maxResults=1000)["executions"]
         return [e for e in listed if e["name"] == request_id and e["status"] == "SUCCEEDED"]
 
-    wait_until(lambda: admitted() != [], "the redriven request's execution to succeed")
+    wait_for(admitted, timeout=30, what="the redriven request's execution to succeed")
