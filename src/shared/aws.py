@@ -10,7 +10,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from shared.exceptions import TransientAwsError
+from shared.exceptions import ExecutionNotEndedError, TransientAwsError
 
 # Error codes that mean "too many requests, try again later" (botocore's standard retry mode treats the same ones as
 # throttling); a 5xx status is transient whatever its code.
@@ -90,6 +90,17 @@ def conditionally[T](write: Callable[[], T]) -> T | None:
         if error_code(exc) == "ConditionalCheckFailedException":
             return None
         raise
+
+
+# How a Step Functions execution can end (its other statuses, RUNNING and PENDING_REDRIVE, are not an end).
+EXECUTION_ENDS = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+
+
+def require_ended(execution_arn: str, status: str) -> None:
+    """ExecutionNotEndedError unless `status` ends an execution: what acts on an execution's end (the task log's
+    recorder, the export lock's release) refuses any other status before it reads or writes anything."""
+    if status not in EXECUTION_ENDS:
+        raise ExecutionNotEndedError(f"execution {execution_arn} is {status}, which is not an end")
 
 
 def is_running(execution_arn: str) -> bool:

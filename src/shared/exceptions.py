@@ -9,6 +9,11 @@ class TransientAwsError(Exception):
     Retry, Lambda's async retries) and it never becomes a job's outcome."""
 
 
+class ExecutionNotEndedError(ValueError):
+    """What acts on an execution's end (the task log's recorder, the export lock's release) was handed a status that
+    is not one (RUNNING, PENDING_REDRIVE); nothing is read or written."""
+
+
 class TokenConflictError(Exception):
     """Another task token is already registered for this job (by another execution, or another entry of the state)."""
 
@@ -109,10 +114,6 @@ class ExportRefusedError(ExportNotStartedError):
     """HealthLake refused the kick-off for good (a 4xx other than 429: role, key, permissions); the run fails."""
 
 
-class NotAnEndError(ValueError):
-    """The status recorder was handed an execution status that is not an end (RUNNING, PENDING_REDRIVE)."""
-
-
 # ---- concurrency control (src/shared/concurrency) ----------------------------------------------------------------
 class ExecutionsThrottledError(Exception):
     """ListExecutions stayed throttled after botocore's own retries; the gate task's Retry backs off and asks again
@@ -121,14 +122,10 @@ class ExecutionsThrottledError(Exception):
 
 # ---- export fan-out and run lock (src/shared/export) -------------------------------------------------------------
 class UnpublishableRecordError(ValueError):
-    """An exported line is not a record that can be put on the bus (not JSON, not an object, no resourceType, larger
-    than one event). It is quarantined and counted; it never fails the file or the run."""
+    """An exported line is not a record that can be put on the bus (not JSON, not an object, no resourceType). It is
+    quarantined and counted; it never fails the file or the run."""
 
 
 class CheckpointMovedError(Exception):
     """A file's publish checkpoint moved under this invocation (another invocation is publishing the same file). This
     one stops before publishing more; the Map item's Retry resumes after the checkpoint."""
-
-
-class ExecutionNotEndedError(ValueError):
-    """The run lock release was asked for an execution whose status is not terminal; the lock is left untouched."""

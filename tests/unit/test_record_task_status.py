@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.exceptions import NotAnEndError
+from shared.exceptions import ExecutionNotEndedError
 from tests.unit.support import Deployed, invoke
 from tests.unit.task_support import GOOD_INPUT, TaskAccount, http_event, status_change
 
@@ -77,7 +77,7 @@ def test_a_status_that_does_not_end_the_execution_is_refused_and_writes_nothing(
     before = tasks.log(task_id)
 
     # When the recorder is handed a status change that is not an end (the rule never delivers one)
-    with pytest.raises(NotAnEndError) as refused:
+    with pytest.raises(ExecutionNotEndedError) as refused:
         invoke("record_task_status", status_change(tasks.execution_arn(task_id), status))
 
     # Then it is refused by name, and the task is still running as it was
@@ -86,7 +86,7 @@ def test_a_status_that_does_not_end_the_execution_is_refused_and_writes_nothing(
 
 
 def test_the_status_rule_delivers_exactly_the_ends_the_recorder_takes(stack: Deployed) -> None:
-    from shared.tasks.recorder import EXECUTION_ENDS
+    from shared.aws import EXECUTION_ENDS
 
     (rule,) = stack.rule_patterns("record_task_status").values()
 

@@ -90,10 +90,10 @@ class TokenStore:
                 str(item["executionArn"]),
                 str(item["stateName"]),
                 str(item["stateEnteredTime"]),
-                int(item.get("attempt", 0)),
+                int(item["attempt"]),
             )
             if "executionArn" in item
-            else None
+            else None  # registered by a version before registrations named their waiter: never replaced
         )
         return Entry(item.get("token"), outcome, int(item["expiresAt"]), waiter)
 
@@ -130,7 +130,7 @@ class TokenStore:
                 Item=_token_item(key, token, waiter, now, ttl_seconds),
                 ConditionExpression=(
                     "attribute_exists(#t) AND expiresAt > :now AND executionArn = :e AND stateName = :s"
-                    " AND stateEnteredTime = :t AND (attribute_not_exists(attempt) OR attempt < :a)"
+                    " AND stateEnteredTime = :t AND attempt < :a"
                 ),
                 ExpressionAttributeNames={"#t": "token"},
                 ExpressionAttributeValues={

@@ -7,13 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.aws import conditionally, is_running, table
-from shared.exceptions import ExecutionNotEndedError
+from shared.aws import conditionally, is_running, require_ended, table
 from shared.observability import logger
 
 RUN = "RUN"
 RUNNING, FAILED = "RUNNING", "FAILED"
-EXECUTION_ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})  # Step Functions' terminal statuses
 
 
 @dataclass(frozen=True)
@@ -51,8 +49,7 @@ class RunLock:
         re-exports the gap). The workflow's own bookkeeping (MarkCompleted / MarkFailed) covers normal ends; this is
         for executions that died without it. A status that is not terminal (RUNNING, PENDING_REDRIVE) raises
         ExecutionNotEndedError and leaves the lock alone: its holder may still be working."""
-        if status not in EXECUTION_ENDED:
-            raise ExecutionNotEndedError(f"{execution_arn} is {status}, not ended: its lock is not released")
+        require_ended(execution_arn, status)
         released = conditionally(
             lambda: self._table.update_item(
                 Key={"pk": RUN},

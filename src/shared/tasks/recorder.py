@@ -10,8 +10,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.aws import client
-from shared.exceptions import NotAnEndError
+from shared.aws import client, require_ended
 from shared.observability import logger, metrics
 from shared.settings import TaskLogSettings, task_log_settings
 from shared.tasks.statuslog import END_SEQ, HEAD_SEQ, SUCCEEDED, Entry, ResultStore, StatusLog, timestamp
@@ -31,11 +30,6 @@ class StatusChange(BaseModel):
     cause: str | None = None
 
 
-# How an execution can end (its other statuses, RUNNING and PENDING_REDRIVE, are not an end); the status rule
-# delivers exactly these.
-EXECUTION_ENDS = frozenset({SUCCEEDED, "FAILED", "TIMED_OUT", "ABORTED"})
-
-
 class Recorder:
     def __init__(self, log: StatusLog, results: ResultStore, settings: TaskLogSettings) -> None:
         self.log = log
@@ -45,9 +39,8 @@ class Recorder:
     def record_end(self, change: StatusChange) -> bool:
         """Append the terminal entry for a task's execution that ended; False if it is not a task's execution or
         its task already has one (a duplicate event, or the task was cancelled first). A status that is not an end
-        raises NotAnEndError before anything is read or written."""
-        if change.status not in EXECUTION_ENDS:
-            raise NotAnEndError(f"execution {change.execution_arn} is {change.status}, which does not end a task")
+        raises ExecutionNotEndedError before anything is read or written."""
+        require_ended(change.execution_arn, change.status)
         entries = self.log.entries(change.name)
         if not entries or entries[0].seq != HEAD_SEQ or entries[0].execution_arn != change.execution_arn:
             logger.info("not a task's execution", extra={"executionArn": change.execution_arn})

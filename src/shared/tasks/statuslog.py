@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.aws import client, conditionally, table
+from shared.aws import EXECUTION_ENDS, client, conditionally, table
 
 HEAD_SEQ = "0000-00-00T00:00:00.000Z#SUBMITTED"
 END_SEQ = "9999-12-31T23:59:59.999Z#END"
@@ -23,7 +23,7 @@ SUBMITTED = "SUBMITTED"
 RUNNING = "RUNNING"
 CANCELLED = "CANCELLED"
 SUCCEEDED = "SUCCEEDED"
-TERMINAL = frozenset({SUCCEEDED, "FAILED", "TIMED_OUT", "ABORTED", CANCELLED})
+TERMINAL = EXECUTION_ENDS | {CANCELLED}
 
 
 def timestamp(moment: datetime | None = None) -> str:
