@@ -139,6 +139,7 @@ class LocalCloud:
             lambda_faults.parse(config.faults)  # a bad configuration fails here, not in every worker
             self.runtime.faults = config.faults
         self.faults: Counter[str] = Counter()  # faults the workers injected, by kind (lambda_faults.KINDS)
+        self._simulators: list[simulators.Simulator] = []  # the simulators add_simulator registered, stopped by stop()
         self.stack: Stack
         if clock is not None and clock.speedup != config.speedup:
             raise ValueError(f"the clock runs at {clock.speedup}x, the config says {config.speedup}x")
@@ -199,7 +200,8 @@ class LocalCloud:
         return self
 
     def stop(self) -> None:
-        simulators.unregister_all()
+        for simulator in self._simulators:  # only this cloud's: a cloud nested in another leaves the outer's be
+            simulators.unregister(simulator)
         for thread in self._threads:
             thread.stop()
         if self.http:
@@ -244,6 +246,7 @@ class LocalCloud:
 
     def add_simulator(self, simulator: simulators.Simulator) -> None:
         simulators.register(simulator)
+        self._simulators.append(simulator)
 
     # --- wiring -----------------------------------------------------------------------------------------------------
     def _deliver(self, arn: str, payload: Any) -> None:

@@ -295,6 +295,14 @@ def settle_all(timeout: float = 10.0) -> None:
         simulator.settle(timeout)
 
 
+def unregister(simulator: Simulator) -> None:
+    """Stop `simulator` and stop answering with it; the other simulators (another cloud's, say) go on."""
+    simulator.stop()
+    for service, (registered, _) in list(_active.items()):
+        if registered is simulator:
+            del _active[service]
+
+
 def unregister_all() -> None:
     for simulator, _ in _active.values():
         simulator.stop()

@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,12 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from localcloud import logs
+from localcloud import logs, simulators
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
 from localcloud.deploy import ACCOUNT_ID, TemplateError, UnsupportedResourceError, deploy
 from localcloud.events import next_fire, render_input_template
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
 
 ACCOUNT = ACCOUNT_ID
 REGION = "us-east-1"
@@ -674,3 +677,22 @@ def test_http_api_iam_route_accepts_a_sigv4_signed_request(cloud: LocalCloud) ->
     event = response.json()
     assert event["pathParameters"] == {"id": "abc"}
     assert event["requestContext"]["authorizer"]["iam"]["userArn"] == DEFAULT_CREDENTIAL.user_arn
+
+
+def test_a_cloud_started_and_stopped_inside_another_leaves_the_outer_clouds_simulators_answering(
+    cloud: LocalCloud,
+) -> None:
+    # Given the cloud answering Translate with its simulator
+    translate = TranslateSimulator(cloud.config.region)
+    cloud.add_simulator(translate)
+
+    # When another cloud (a test's own stack, say) starts inside it, adds a simulator of its own, and stops
+    config = replace(cloud.config, stack_name="nested", aws_port=0, http_port=0)
+    with LocalCloud(config) as nested:
+        macie = MacieSimulator(cloud.config.region)
+        nested.add_simulator(macie)
+    # Then only the nested cloud's simulator is gone: the outer cloud's Translate still answers
+    assert simulators.active("macie2") is None
+    assert simulators.active("translate") is translate
+    assert cloud.client("translate").list_text_translation_jobs()["TextTranslationJobPropertiesList"] == []
+    simulators.unregister(translate)
