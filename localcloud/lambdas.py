@@ -366,11 +366,14 @@ class FunctionPool:
             return self._count - len(self._idle)
 
     def _acquire(self, wait: bool) -> Worker:
+        # A new invocation takes an idle worker only if one is left over for those already waiting: a worker freed or
+        # started while they wait is theirs (a later invocation of a function at its limit is throttled instead).
+        arriving = True
         with self._freed:
             while True:
                 if self._stopped:
                     raise RuntimeError(f"{self.spec.name}: the offline cloud has stopped")
-                if self._idle:
+                if len(self._idle) > (self._waiting if arriving else 0):
                     return self._idle.pop()
                 if self._failed_inits:
                     raise self._failed_inits.popleft()
@@ -383,6 +386,7 @@ class FunctionPool:
                     # every worker is busy or starting for an invocation already waiting for it
                     raise Throttled(f"Rate Exceeded. {self.spec.name} is at its concurrency limit of {self.limit}")
                 self._waiting += 1
+                arriving = False
                 try:
                     self._freed.wait()
                 finally:

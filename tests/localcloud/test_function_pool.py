@@ -9,7 +9,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from localcloud.lambdas import FunctionPool
+from localcloud.lambdas import FunctionPool, Throttled
 from tests.localcloud.simulated import wait_for
 
 
@@ -92,3 +92,49 @@ def test_an_invocation_waiting_for_a_worker_fails_when_the_cloud_stops() -> None
     assert [str(f) for f in failures] == ["fn: the offline cloud has stopped"]
     wait_for(lambda: pool.in_flight == 0, timeout=10, what="the started environment to end")
     assert pool.cold_starts == 1
+
+
+def _second_invocation_while_the_first_starts() -> tuple[Any, Any, int]:
+    """A function with reserved concurrency 1: a first invocation starts its environment and runs until released;
+    a second arrives once the first is in flight (during the init, or just after it ended). Returns both outcomes
+    and the cold starts."""
+    workers: list[HeldWorker] = []
+
+    def start_worker(spec: Any) -> HeldWorker:
+        worker = HeldWorker(len(workers) + 1)
+        worker.release.clear()  # each invocation runs until the test releases it
+        workers.append(worker)
+        return worker
+
+    pool = FunctionPool(SimpleNamespace(name="fn", arn="arn:fn"), limit=1, start_worker=start_worker)  # type: ignore[arg-type]
+    outcomes: dict[str, Any] = {}
+
+    def invoke(name: str) -> None:
+        try:
+            outcomes[name] = pool.invoke({}, wait=False)
+        except Throttled as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=invoke, args=("first",))
+    first.start()
+    wait_for(lambda: pool.in_flight == 1, timeout=10, what="the first invocation")
+    second = threading.Thread(target=invoke, args=("second",))
+    second.start()
+    # one of the two is refused at once; the other holds the environment until it is released
+    wait_for(lambda: outcomes != {} and workers != [], timeout=10, what="one invocation throttled")
+    workers[0].release.set()
+    for thread in (first, second):
+        thread.join(timeout=10)
+    pool.stop()
+    return outcomes["first"], outcomes["second"], pool.cold_starts
+
+
+def test_the_environment_started_for_an_invocation_is_its_own_and_a_later_one_is_throttled() -> None:
+    # Given a function with reserved concurrency 1 whose environment starts for a first invocation, and a second
+    # invocation arriving while the first holds it (many times over: at any point of the start, before or after the
+    # init ends)
+    for _ in range(300):
+        first, second, cold_starts = _second_invocation_while_the_first_starts()
+        # Then the second is throttled, and the first runs in the environment started for it
+        assert isinstance(second, Throttled)
+        assert (first, cold_starts) == (1, 1)
