@@ -13,6 +13,7 @@ import importlib
 import json
 from collections import Counter
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -538,7 +539,7 @@ class RefusingBus:
         self.spy = ClientSpy(self)
         self.delays: list[float] = []
         monkeypatch.setattr(self.eventbus, "client", lambda s: self.spy if s == "events" else real_client(s))
-        monkeypatch.setattr(self.eventbus.time, "sleep", self.delays.append)
+        monkeypatch.setattr(self.eventbus, "time", SimpleNamespace(sleep=self.delays.append))  # its sleeps only
 
     def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # keyword spelled as the API's
         if len(self.spy.calls_to("put_events")) == self.fail_call:
@@ -623,6 +624,8 @@ def test_entries_put_events_keeps_refusing_are_kept_as_undelivered_and_counted(
     bus = RefusingBus(monkeypatch)
     refused = {records[2]["id"]: "ThrottlingException", records[10]["id"]: "InternalFailure"}
     bus.refuse = lambda entry: refused.get(json.loads(entry["Detail"])["id"])
+    # (the jitter at its middle, so that the delays show the backoff alone)
+    monkeypatch.setattr(bus.eventbus, "random", SimpleNamespace(uniform=lambda low, high: (low + high) / 2))
 
     # When the function publishes the file
     result = invoke("publish_records", item)
