@@ -185,19 +185,19 @@ def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
 
     rows = []
     for minutes in (1, 15, 60):
-        events, ddb, invocations = run(callback, minutes)
+        events, ddb, invoked = run(callback, minutes)
         callback_row = {
             "transitions": sum(entered(events).values()),
-            "lambda_invocations": invocations,
+            "lambda_invocations": invoked,
             "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
             "dynamodb_reads": ddb["get_item"],
             "events": 1,
         }
-        events, ddb, invocations = run(polling, minutes)
+        events, ddb, invoked = run(polling, minutes)
         states = entered(events)
         polling_row = {
             "transitions": sum(states.values()),
-            "lambda_invocations": invocations,
+            "lambda_invocations": invoked,
             "describe_calls": states["Describe"],
             "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
             "dynamodb_reads": ddb["get_item"],
