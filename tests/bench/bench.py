@@ -163,7 +163,7 @@ def start_translation(cloud: LocalCloud) -> str:
 
 def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
     """Both variants run each job length for real on the cloud's clock (SPEEDUP), the polling loop's Wait at its
-    AWS value, 30 s. The reconciler's schedule is off in P1's cloud: its invocations are not the job's."""
+    AWS value, 30 s. The schedules are off in P1's cloud: the scheduled functions' invocations are not the job's."""
     callback, polling = waiting_machine(cloud, timeout_seconds=2 * 3600), polling_machine(cloud)
     sfn = cloud.client("stepfunctions")
 
@@ -268,7 +268,7 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
         handler = resource_.properties["Handler"].rsplit(".", 1)[0]
         code_dir = build / resource_.logical_id
         spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, {})
-        # Lambda's environment matters: in Lambda (LAMBDA_TASK_ROOT) the X-Ray SDK skips its sampling-rules client
+        # Lambda's environment matters: Powertools reads it at import (service name, log level, metrics namespace)
         environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
         ms = timed(
             f"import sys; sys.path.insert(0, '.'); import {handler}", code_dir, environments[resource_.logical_id]
@@ -588,7 +588,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     (out / "functions.log").write_text("")  # this run's logs only
     route_logs(out / "functions.log")  # moto's warnings and internal errors with the functions' logs, not on screen
-    p1_parameters = {**parameters, "ReconcileSchedule": "rate(7 days)"}
+    # P1 counts a job's own invocations: the scheduled functions' (a fixed cost of the deployment, not per job) are off
+    p1_parameters = {
+        **parameters,
+        **{name: "rate(7 days)" for name in ("ReconcileSchedule", "SemaphoreSweepSchedule", "AdmissionSchedule")},
+    }
     results: dict[str, Any] = {"machine": machine(), "prices": PRICES}
     if args.p1_only:
         results = {**json.loads((out / "results.json").read_text()), "p1_date": results["machine"]["date"]}

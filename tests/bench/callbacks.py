@@ -224,11 +224,12 @@ def run_jobs(
     sqs = cloud.client("sqs")
     due: list[tuple[float, str]] = []  # (when, job id) completions to put
     lock, done = threading.Lock(), threading.Event()
+    failed: list[BaseException] = []  # a helper's error: the run stops with it (its jobs would wait for ever)
     result = result or JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
     executions: list[str] = []
 
     def complete_when_due() -> None:
-        while not (done.is_set() and not due):
+        while not (done.is_set() and not due) and not failed:
             now = time.monotonic()
             with lock:
                 ready = [job for when, job in due if when <= now]
@@ -240,7 +241,7 @@ def run_jobs(
 
     def watch_ends() -> None:
         queue = ends_queue(cloud, machine)
-        while not (done.is_set() and not running):
+        while not (done.is_set() and not running) and not failed:
             messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10, WaitTimeSeconds=1)
             messages = messages.get("Messages", [])
             if messages:
@@ -256,12 +257,26 @@ def run_jobs(
             for _ in over:
                 slots.release()
 
-    helpers = [threading.Thread(target=complete_when_due), threading.Thread(target=watch_ends)]
+    def guarded(helper: Callable[[], None]) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                helper()
+            except BaseException as exc:
+                failed.append(exc)
+                raise
+
+        return run
+
+    helpers = [threading.Thread(target=guarded(complete_when_due)), threading.Thread(target=guarded(watch_ends))]
     for helper in helpers:
         helper.start()
     started = time.monotonic()
     for _ in range(jobs):
-        slots.acquire()
+        while not slots.acquire(timeout=1.0):
+            if failed:
+                break
+        if failed:
+            break
         job_id = new_job()
         arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
         wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
@@ -275,6 +290,8 @@ def run_jobs(
     done.set()
     for helper in helpers:
         helper.join()
+    if failed:
+        raise RuntimeError(f"the run's {len(failed)} helper(s) failed; its jobs cannot be accounted") from failed[0]
     result.seconds = time.monotonic() - started
     after_ends()
     for arn in executions:
