@@ -27,6 +27,7 @@ from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
 
+from localcloud import atomic
 from localcloud.clock import Clock
 from localcloud.pollers import Periodic
 
@@ -181,15 +182,17 @@ def as_service() -> Iterator[None]:
 
 def put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """moto accepts any source; EventBridge refuses a client's `aws.*` one, so a forged service event cannot be
-    put offline either (gap 12)."""
-    if _as_service.get():
-        return _original_put_events(self, events)  # type: ignore[no-any-return]
-    results: list[dict[str, Any]] = [dict(REFUSED_SOURCE) for _ in events]
-    allowed = [i for i, event in enumerate(events) if not str(event.get("Source", "")).startswith("aws.")]
-    if allowed:
-        for i, result in zip(allowed, _original_put_events(self, [events[i] for i in allowed]), strict=True):
-            results[i] = result
-    return results
+    put offline either (gap 12). Under the backend's lock (gap 21, localcloud/atomic.py): moto iterates the bus's rules
+    and their targets, which a PutRule or PutTargets on another thread would change underneath."""
+    with atomic.lock(self):
+        if _as_service.get():
+            return _original_put_events(self, events)  # type: ignore[no-any-return]
+        results: list[dict[str, Any]] = [dict(REFUSED_SOURCE) for _ in events]
+        allowed = [i for i, event in enumerate(events) if not str(event.get("Source", "")).startswith("aws.")]
+        if allowed:
+            for i, result in zip(allowed, _original_put_events(self, [events[i] for i in allowed]), strict=True):
+                results[i] = result
+        return results
 
 
 def fire(rule: Rule, event: dict[str, Any]) -> None:
@@ -279,15 +282,17 @@ class Scheduler(Periodic):
 
     def fire_due(self) -> None:
         now = self.clock.now()
-        for bus in list(events_backends[self.account_id][self.region].event_buses.values()):
-            for rule in list(bus.rules.values()):
-                if not rule.scheduled_expression or rule.state != "ENABLED":
-                    continue
-                due = self._next.setdefault(rule.arn, next_fire(rule.scheduled_expression, now))
-                if due <= now:
-                    self._next[rule.arn] = next_fire(rule.scheduled_expression, due)
-                    LOG.info("schedule %s fired (%s)", rule.name, rule.scheduled_expression)
-                    fire(rule, scheduled_event(rule, due))
+        backend = events_backends[self.account_id][self.region]
+        with atomic.lock(backend):  # the rules and their targets, unchanged while they are read (gap 21)
+            for bus in list(backend.event_buses.values()):
+                for rule in list(bus.rules.values()):
+                    if not rule.scheduled_expression or rule.state != "ENABLED":
+                        continue
+                    due = self._next.setdefault(rule.arn, next_fire(rule.scheduled_expression, now))
+                    if due <= now:
+                        self._next[rule.arn] = next_fire(rule.scheduled_expression, due)
+                        LOG.info("schedule %s fired (%s)", rule.name, rule.scheduled_expression)
+                        fire(rule, scheduled_event(rule, due))
 
 
 def scheduled_event(rule: Rule, at: datetime) -> dict[str, Any]:

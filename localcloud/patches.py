@@ -43,7 +43,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
-from localcloud import dynamodb, events, logs, pollers, sfn
+from localcloud import atomic, events, logs, pollers, sfn
 from localcloud.clock import Clock
 from localcloud.lambdas import LambdaRuntime
 
@@ -151,7 +151,17 @@ def step_function_timers(clock: Clock) -> list[Patch]:
 
 
 def dynamodb_atomic() -> list[Patch]:
-    return [Patch(DynamoDBBackend, name, dynamodb.serialised(name), "gap 14") for name in dynamodb.OPERATIONS]
+    return [
+        Patch(DynamoDBBackend, name, atomic.serialised(DynamoDBBackend, name), "gap 14")
+        for name in atomic.OPERATIONS[DynamoDBBackend]
+    ]
+
+
+def events_atomic() -> list[Patch]:
+    return [
+        Patch(EventsBackend, name, atomic.serialised(EventsBackend, name), "gap 21")
+        for name in atomic.OPERATIONS[EventsBackend]
+    ]
 
 
 def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> list[Patch]:
@@ -170,6 +180,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             *step_functions(),
             *step_function_timers(clock),
             *dynamodb_atomic(),
+            *events_atomic(),
             Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),
             Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),

@@ -22,7 +22,7 @@ import boto3
 from moto.awslambda.models import EventSourceMapping, LambdaBackend
 from moto.dynamodb.models import dynamodb_backends
 
-from localcloud import dynamodb
+from localcloud import atomic
 from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
 
 LOG = logging.getLogger("localcloud.pollers")
@@ -166,7 +166,7 @@ class SqsPoller:
 class TtlSweeper(Periodic):
     """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled.
 
-    It reads moto's tables in memory under the backend's lock (localcloud.dynamodb), instead of paging through Scan
+    It reads moto's tables in memory under the backend's lock (localcloud.atomic), instead of paging through Scan
     calls: at 2,000 items a sweep through the API took 2.2 s, every second, and failed now and then with
     "dictionary changed size during iteration" while the functions wrote."""
 
@@ -185,7 +185,7 @@ class TtlSweeper(Periodic):
                 continue
             attribute = table.ttl["AttributeName"]
             key_names = [k for k in (table.hash_key_attr, table.range_key_attr) if k]
-            with dynamodb.lock(backend):
+            with atomic.lock(backend):
                 expired = [
                     {name: item.attrs[name].to_json() for name in key_names}
                     for item in table.all_items()

@@ -1,4 +1,4 @@
-"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 10-14 of docs/offline-cloud.md).
+"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 10-14, 21 of docs/offline-cloud.md).
 
 Each race is shown on moto alone (the unfixed method, kept by the fix) and with the offline cloud's fix, with the
 interleaving forced (a gate, a barrier and a tiny thread switch interval) rather than hoped for.
@@ -165,6 +165,62 @@ def test_a_client_cannot_put_an_event_with_an_aws_source(aws: None, request: pyt
     # And the offline services themselves (simulators, Step Functions) still put theirs
     with events.as_service():
         assert client.put_events(Entries=[forged])["FailedEntryCount"] == 0
+
+
+# --- EventBridge: rules change while events are put -------------------------------------------------------------------
+def _put_events_while_rules_change(rules: int = 150, putters: int = 4, puts: int = 150) -> list[str]:
+    """Put events on `putters` threads while another thread adds rules (each with a target) to the same bus; return
+    the errors the PutEvents calls met."""
+    client, sqs = boto3.client("events", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName=f"rules-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    errors: list[str] = []
+    start = threading.Barrier(putters + 1)
+
+    def add_rules() -> None:
+        start.wait()
+        for n in range(rules):
+            client.put_rule(Name=f"rule-{n}", EventPattern=json.dumps({"source": [f"other-{n}"]}))
+            client.put_targets(Rule=f"rule-{n}", Targets=[{"Id": "queue", "Arn": arn}])
+
+    def put() -> None:
+        start.wait()
+        for _ in range(puts):
+            try:
+                client.put_events(Entries=[{"Source": "callback-kit.tests", "DetailType": "x", "Detail": "{}"}])
+            except Exception as exc:  # noqa: BLE001 - what the caller would see
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=add_rules), *(threading.Thread(target=put) for _ in range(putters))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_moto_alone_fails_a_put_events_that_meets_a_new_rule(aws: None, busy_switching: None) -> None:
+    # When rules are added while events are put, on moto as it is
+    errors = _put_events_while_rules_change()
+    # Then some PutEvents fail (and their events are lost): moto iterates the rules as they change
+    assert any("mutated during iteration" in error for error in errors), errors[:3]
+
+
+def test_put_events_is_unaffected_by_rules_changing_meanwhile(
+    aws: None, busy_switching: None, request: pytest.FixtureRequest
+) -> None:
+    installed = patches.Patches(
+        [
+            *patches.events_atomic(),
+            *patches.event_delivery(lambda arn, payload: None, lambda arn, payload, attributes: None),
+        ]
+    )
+    request.addfinalizer(installed.uninstall)
+    installed.install()
+    # When rules are added while events are put, on the offline cloud
+    errors = _put_events_while_rules_change()
+    # Then every PutEvents is answered
+    assert errors == []
 
 
 # --- the interpreter's clients ---------------------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""moto backends linearizable across threads, as the services are: each listed operation of a backend runs under that
+backend's lock. The offline cloud's endpoint serves every worker's call on a thread of its own, and its own threads
+(executions, schedules, pollers) call the backends directly, so moto's check-then-act and iterate-while-changed
+windows are hit under load.
+
+Gap 14, DynamoDB: moto checks a ConditionExpression and then writes, with nothing between the two, so two conditional
+puts of one key both succeeded (two export runs both took the run lock); the TTL sweeper's scan failed with
+"dictionary changed size during iteration" while items were written.
+Gap 21, EventBridge: PutEvents matches an event against the bus's rules by iterating them, and delivers to each rule's
+targets by iterating those; a PutRule or PutTargets meanwhile failed the PutEvents with "OrderedDict mutated during
+iteration" (the event was lost: a completion never resumed its job).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from moto.dynamodb.models import DynamoDBBackend
+from moto.events.models import EventsBackend
+
+OPERATIONS: dict[type, tuple[str, ...]] = {
+    DynamoDBBackend: (
+        "put_item",
+        "get_item",
+        "query",
+        "scan",
+        "update_item",
+        "delete_item",
+        "transact_write_items",
+        "execute_statement",
+        "execute_transaction",
+        "batch_execute_statement",
+    ),
+    EventsBackend: (  # and PutEvents, whose replacement (localcloud.events.put_events) takes the lock itself
+        "put_rule",
+        "delete_rule",
+        "enable_rule",
+        "disable_rule",
+        "put_targets",
+        "remove_targets",
+        "create_event_bus",
+        "delete_event_bus",
+    ),
+}
+_locks_guard = threading.Lock()
+
+
+def lock(backend: Any) -> threading.RLock:
+    """The lock every listed operation of `backend` runs under (hold it to read or change several items at once).
+    Reentrant: a PutEvents that starts an execution puts that execution's status event from the same thread."""
+    with _locks_guard:
+        return backend.__dict__.setdefault("localcloud_lock", threading.RLock())  # type: ignore[no-any-return]
+
+
+def serialised(owner: type, name: str) -> Callable[..., Any]:
+    """moto's operation `name` of the backend class `owner`, run under its backend's lock (the replacement
+    localcloud/patches.py installs)."""
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with lock(self):
+            return original(self, *args, **kwargs)
+
+    operation.__localcloud_original__ = getattr(original, "__localcloud_original__", original)  # type: ignore[attr-defined]
+    return operation
