@@ -21,6 +21,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
+from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.path import result_path
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
@@ -124,6 +125,7 @@ STEP_FUNCTIONS = (
     Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gap 10"),
     Patch(BranchWorker, "_thread_routine", sfn._branch_routine, "gap 13"),
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn._evaluation_entrypoint, "speed"),
+    Patch(StateMachine, "_handle_name_input_idempotency", sfn._name_idempotency, "speed"),
 )
 
 

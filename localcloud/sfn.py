@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable
 from datetime import UTC
 from functools import cache
+from types import SimpleNamespace
 from typing import Any
 
 import botocore.session
@@ -26,6 +27,7 @@ from moto.core.models import botocore_stubber
 from moto.core.responses import EmptyResult
 from moto.events.models import events_backends
 from moto.settings import moto_server_port
+from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, TaskDoesNotExist, TaskTimedOut
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
@@ -362,6 +364,39 @@ def _parsed(definition: str) -> EvalComponent:
 
 def _evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
     return _parsed(self._evaluation_details.state_machine_details.definition)
+
+
+# --- StartExecution's name check by key (scale) ------------------------------------------------------------------
+_original_name_idempotency = StateMachine._handle_name_input_idempotency
+
+
+class _NamesIndex:
+    """A state machine's executions by name, as far as its (append-only) list of executions has been read."""
+
+    def __init__(self, executions: list[Any]) -> None:
+        self.executions = executions
+        self.by_name: dict[str, Any] = {}
+        self.read = 0
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _NamesIndex:
+        return _NamesIndex([])  # moto snapshots a state machine per execution, without its executions
+
+
+def _name_idempotency(self: StateMachine, name: str, execution_input: str) -> Any:
+    """moto checks a new execution's name against every execution the state machine ever had (a scan per
+    StartExecution: quadratic in a long run). Executions are only ever appended, so they are indexed by name as they
+    come; moto's own rule (the same input while RUNNING returns that execution, else ExecutionAlreadyExists) then
+    looks at the one execution of that name, if any."""
+    index = self.__dict__.get("localcloud_names")
+    if index is None or index.executions is not self.executions:  # the first call, or a list moto replaced
+        index = self.__dict__["localcloud_names"] = _NamesIndex(self.executions)
+    for execution in index.executions[index.read :]:
+        index.by_name.setdefault(execution.name, execution)
+    index.read = len(index.executions)
+    existing = index.by_name.get(name)
+    if existing is None:
+        return None
+    return _original_name_idempotency(SimpleNamespace(executions=[existing]), name, execution_input)  # type: ignore[arg-type]
 
 
 # --- one client per service (gap 11) -----------------------------------------------------------------------------

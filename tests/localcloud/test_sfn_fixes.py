@@ -464,6 +464,35 @@ def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
     assert sorted(result["names"]) == sorted(names)
 
 
+def test_start_execution_names_keep_their_rules_with_many_executions(patched: None) -> None:
+    # Given a state machine with many executions, one still running (waiting) and the others ended
+    (sfn,) = _clients("stepfunctions")
+    states = {"Hold": {"Type": "Wait", "Seconds": 30, "End": True}}
+    waiting = _state_machine(sfn, "Names", states, "Hold")
+    held = sfn.start_execution(stateMachineArn=waiting, name="held", input='{"n": 0}')["executionArn"]
+    ended = _state_machine(sfn, "NamesEnded", {"Done": {"Type": "Pass", "End": True}}, "Done")
+    for n in range(200):
+        sfn.start_execution(stateMachineArn=ended, name=f"run-{n}", input="{}")
+    wait_until = time.monotonic() + 30
+    while sfn.list_executions(stateMachineArn=ended, statusFilter="RUNNING")["executions"]:
+        assert time.monotonic() < wait_until, "the Pass executions did not end"
+        time.sleep(0.05)
+
+    def start(machine: str, name: str, input_: str) -> str:
+        try:
+            return str(sfn.start_execution(stateMachineArn=machine, name=name, input=input_)["executionArn"])
+        except ClientError as exc:
+            return str(exc.response["Error"]["Code"])
+
+    # When names are reused: the running one with its own input, then another input; an ended one; a new one
+    # Then the running one's own start is that execution again (idempotent), the others are refused, a new name starts
+    assert start(waiting, "held", '{"n": 0}') == held
+    assert start(waiting, "held", '{"n": 1}') == "ExecutionAlreadyExists"
+    assert start(ended, "run-123", "{}") == "ExecutionAlreadyExists"
+    assert start(ended, "run-200", "{}").endswith(":run-200")
+    sfn.stop_execution(executionArn=held)
+
+
 def test_gap7_patched_send_task_failure_keeps_its_cause(patched: None) -> None:
     # Given moto with the Step Functions patches installed and an execution waiting for its task token
     sfn, sqs = _clients("stepfunctions", "sqs")
