@@ -19,7 +19,6 @@ from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
-from moto.core.base_backend import BackendDict
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
@@ -98,22 +97,11 @@ class Patches:
 # classes list their own methods with `inspect` on every request; both answers depend on their argument alone.
 _cached_jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
 _method_names = functools.cache(moto.core.responses.method_names_from_class)
-# moto makes sure an account's backend exists on every backend lookup (several per request) under one global lock,
-# scanning the list of every backend in use; once the account's backend is there, the answer is "it is" (a reset
-# empties the dict, and the next lookup makes it again).
-_create_account_backend = BackendDict._create_account_specific_backend
-
-
-def _account_backend(self: BackendDict[Any], account_id: str) -> None:
-    if not dict.__contains__(self, account_id):
-        _create_account_backend(self, account_id)
-
 
 SPEED = (
     Patch(json_path, "parse", events.jsonpath, "speed"),
     Patch(result_path, "parse", _cached_jsonpath, "speed"),
     Patch(moto.core.responses, "method_names_from_class", _method_names, "speed"),
-    Patch(BackendDict, "_create_account_specific_backend", _account_backend, "speed"),
 )
 
 STEP_FUNCTIONS = (

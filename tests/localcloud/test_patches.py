@@ -5,9 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
@@ -73,17 +71,3 @@ def test_a_set_with_an_attribute_moto_no_longer_has_is_refused_whole() -> None:
     # And nothing of it stays installed
     assert EventsBackend.put_events is moto_put_events
     assert not hasattr(Rule, "send_to_every_target")
-
-
-def test_a_reset_still_gives_every_account_a_fresh_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given the speed patches (an account's backend looked up without moto's global lock once it exists)
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}.items():
-        monkeypatch.setenv(name, value)
-    with patches.Patches(patches.SPEED):
-        with mock_aws():
-            boto3.client("sqs", region_name="us-east-1").create_queue(QueueName="kept-until-reset")
-        # When moto resets (a new mock) and the same account is used again
-        with mock_aws():
-            queues = boto3.client("sqs", region_name="us-east-1").list_queues().get("QueueUrls", [])
-    # Then its backend was made again, empty: nothing of the first mock is left
-    assert queues == []
