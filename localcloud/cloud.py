@@ -165,7 +165,7 @@ class LocalCloud:
         # CPython hands the GIL over every 5 ms. This process serves the functions' calls on short-lived request threads
         # that need the GIL back after every read and write, behind hundreds of interpreter threads; every handover
         # they waited up to 5 ms. At 0.5 ms a busy cloud answers them sooner: resume latency p99 at 100 in flight
-        # 1.2-1.9 s -> 0.4-0.7 s (docs/performance.md), for a few per cent more switching.
+        # 1.2-1.9 s -> 0.4-0.7 s (docs/offline-cloud.md, "Under load"), for a few per cent more switching.
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
         self._mock.start()
