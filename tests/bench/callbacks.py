@@ -217,7 +217,7 @@ def run_jobs(
     complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
     rng = random.Random(seed)
     sfn = cloud.client("stepfunctions")
-    dead_letters_before = _dead_letters(cloud)
+    dead_letters_before = dead_letter_count(cloud)
     slots = threading.Semaphore(in_flight)
     running: dict[str, float] = {}  # execution ARN -> deadline
     ended: set[str] = set()  # execution ARNs whose end event came
@@ -313,7 +313,7 @@ def run_jobs(
         if closed and submitted and put_at and submitted < put_at:  # registered before its completion arrived
             result.resume_ms.append((closed[-1]["timestamp"] - put_at).total_seconds() * 1000)
             result.closed_at[described["name"]] = closed[-1]["timestamp"].timestamp()
-    result.dead_letters = _dead_letters(cloud) - dead_letters_before
+    result.dead_letters = dead_letter_count(cloud) - dead_letters_before
     return result
 
 
@@ -330,7 +330,8 @@ def closed_twice(events: list[dict[str, Any]]) -> bool:
     return any(count > 1 for count in closes.values())
 
 
-def _dead_letters(cloud: LocalCloud) -> int:
+def dead_letter_count(cloud: LocalCloud) -> int:
+    """How many messages the resume dead-letter queue holds now."""
     attributes = cloud.client("sqs").get_queue_attributes(
         QueueUrl=cloud.stack.outputs["ResumeDeadLetterQueueUrl"], AttributeNames=["ApproximateNumberOfMessages"]
     )

@@ -42,7 +42,7 @@ from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambda_faults import KINDS
 from localcloud.simulators.translate import ACTIVE, EVENT_DETAIL_TYPE, EVENT_SOURCE, TranslateSimulator
 from tests.bench.bench import machine
-from tests.bench.callbacks import JobsResult, complete, run_jobs, waiting_machine
+from tests.bench.callbacks import JobsResult, complete, dead_letter_count, run_jobs, waiting_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / ".aws-sam" / "bench"
@@ -219,7 +219,7 @@ def run_chaos(
             complete(cloud, job_id, status)
         cloud.runtime.drain(timeout=120)  # their resume invocations (and retries) have run
 
-    dead_before = _dead_letter_count(cloud)
+    dead_before = dead_letter_count(cloud)
     jobs_result = run_jobs(
         cloud,
         jobs,
@@ -245,7 +245,7 @@ def run_chaos(
         if status != "RUNNING" and (status, error) != expected:
             result.wrong += 1
             result.wrong_ends[f"{truth} -> {status} {error}"] += 1
-    result.dlq = _dead_letter_count(cloud) - dead_before
+    result.dlq = dead_letter_count(cloud) - dead_before
     result.dead_letters = dead_letter_reasons(cloud)
     result.wire = Counter(cloud.faults) - wire_before
     result.load["after"] = list(os.getloadavg())
@@ -278,13 +278,6 @@ def forge(cloud: LocalCloud, job_id: str, status: str, kind: str) -> str:
     }
     refused = cloud.client("events").put_events(Entries=[entry])["FailedEntryCount"] == 1
     return "forged_custom" if kind == "custom" else "forged_refused" if refused else "forged_accepted"
-
-
-def _dead_letter_count(cloud: LocalCloud) -> int:
-    attributes = cloud.client("sqs").get_queue_attributes(
-        QueueUrl=cloud.stack.outputs["ResumeDeadLetterQueueUrl"], AttributeNames=["ApproximateNumberOfMessages"]
-    )
-    return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
 def dead_letter_reasons(cloud: LocalCloud) -> Counter[str]:
