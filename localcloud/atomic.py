@@ -9,6 +9,10 @@ puts of one key both succeeded (two export runs both took the run lock); the TTL
 Gap 21, EventBridge: PutEvents matches an event against the bus's rules by iterating them, and delivers to each rule's
 targets by iterating those; a PutRule or PutTargets meanwhile failed the PutEvents with "OrderedDict mutated during
 iteration" (the event was lost: a completion never resumed its job).
+Gap 22, moto's request routing: a service model's `operation_model` caches botocore's operation model and then
+replaces it with moto's under the same cache key, so a thread routing the service's first requests at the same time
+could be handed botocore's, which has no `http_trait` (the call failed with "'OperationModel' object has no
+attribute 'http_trait'": a Task state FAILED with States.Runtime).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend
 
@@ -44,13 +49,15 @@ OPERATIONS: dict[type, tuple[str, ...]] = {
         "create_event_bus",
         "delete_event_bus",
     ),
+    ServiceModel: ("operation_model",),  # one model per service, shared by every request routed to it
 }
 _locks_guard = threading.Lock()
 
 
 def lock(backend: Any) -> threading.RLock:
-    """The lock every listed operation of `backend` runs under (hold it to read or change several items at once).
-    Reentrant: a PutEvents that starts an execution puts that execution's status event from the same thread."""
+    """The lock every listed operation of `backend` (or service model) runs under (hold it to read or change several
+    items at once). Reentrant: a PutEvents that starts an execution puts that execution's status event from the same
+    thread."""
     with _locks_guard:
         return backend.__dict__.setdefault("localcloud_lock", threading.RLock())  # type: ignore[no-any-return]
 

@@ -19,6 +19,7 @@ from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
@@ -166,6 +167,10 @@ def events_atomic() -> list[Patch]:
     ]
 
 
+def routing_atomic() -> list[Patch]:
+    return [Patch(ServiceModel, "operation_model", atomic.serialised(ServiceModel, "operation_model"), "gap 22")]
+
+
 def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> list[Patch]:
     return [
         Patch(Rule, "send_to_targets", events.rule_delivery(deliver, send_to_dlq), "gap 15"),
@@ -183,6 +188,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             *step_function_timers(clock),
             *dynamodb_atomic(),
             *events_atomic(),
+            *routing_atomic(),
             Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),
             Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),

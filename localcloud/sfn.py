@@ -406,10 +406,9 @@ _original_boto_client_for = boto_client.boto_client_for  # moto's own, read befo
 
 
 def _shared_boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-    """moto's interpreter built a new boto3 client (of boto3's default session) for every Task state; built on
-    several threads at once, botocore's lazy model loading failed now and then ("'OperationModel' object has no
-    attribute 'http_trait'", the execution FAILED with States.Runtime). Clients are thread-safe once built: build
-    one per service and endpoint, under a lock."""
+    """moto's interpreter built a new boto3 client (of boto3's default session, which is not thread-safe) for every
+    Task state, loading the service's model each time. Clients are thread-safe once built: build one per service and
+    endpoint, under a lock."""
     endpoint = None if botocore_stubber.enabled else f"http://localhost:{moto_server_port()}"
     key = (region, service, endpoint)
     with _clients_lock:

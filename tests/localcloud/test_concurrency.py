@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from moto import mock_aws
+from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.stepfunctions.parser.api import InvalidToken
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -221,6 +223,45 @@ def test_put_events_is_unaffected_by_rules_changing_meanwhile(
     errors = _put_events_while_rules_change()
     # Then every PutEvents is answered
     assert errors == []
+
+
+# --- moto's request routing: the first requests of a service, at once ------------------------------------------------
+def _operation_models_from_many_threads(rounds: int = 20, threads: int = 8) -> list[Any]:
+    """For each round, a new Lambda service model (as routing loads it) asked for every operation's model by
+    `threads` threads at once; every model they were handed."""
+    description = botocore.session.get_session().get_component("data_loader").load_service_model("lambda", "service-2")
+    handed: list[Any] = []
+    for _ in range(rounds):
+        model = ServiceModel(description, "lambda")
+        start = threading.Barrier(threads)
+
+        def ask(model: ServiceModel = model, start: threading.Barrier = start) -> None:
+            start.wait()
+            handed.extend(model.operation_model(name) for name in model.operation_names)
+
+        workers = [threading.Thread(target=ask) for _ in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    return handed
+
+
+def test_moto_alone_can_hand_a_router_botocores_operation_model(busy_switching: None) -> None:
+    # When 8 threads route a service's first requests at once, on moto as it is
+    handed = _operation_models_from_many_threads()
+    # Then some are handed botocore's operation model, which has no http_trait (the request fails)
+    assert any(not hasattr(model, "http_trait") for model in handed)
+
+
+def test_every_router_is_handed_motos_operation_model(busy_switching: None, request: pytest.FixtureRequest) -> None:
+    installed = patches.Patches(patches.routing_atomic())
+    request.addfinalizer(installed.uninstall)
+    installed.install()
+    # When 8 threads route a service's first requests at once, on the offline cloud
+    handed = _operation_models_from_many_threads()
+    # Then every one gets moto's operation model, with its http_trait
+    assert handed and all(isinstance(model, OperationModel) and model.http_trait for model in handed)
 
 
 # --- the interpreter's clients ---------------------------------------------------------------------------------------
