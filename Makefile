@@ -63,7 +63,7 @@ invoke: install
 	$(PY) -m localcloud invoke $(FUNCTION) -e $(EVENT)
 
 # The design's numbers on the offline cloud (P1-P5 and HTTP in tests/bench/bench.py): docs/performance.md, .aws-sam/bench/.
-# A report, not a test; SIZES=500,1000,2000 by default.
+# A report, not a test; SIZES=500,1000,2000,5000 by default.
 bench: install
 	$(PY) -m tests.bench.bench $(if $(SIZES),--sizes $(SIZES))
 

@@ -1,6 +1,6 @@
 """`make bench`: the design's numbers, measured on the offline cloud in one run.
 
-    python -m tests.bench.bench [--sizes 500,1000,2000] [--quick] [--p1-only]
+    python -m tests.bench.bench [--sizes 500,1000,2000,5000] [--quick] [--p1-only]
 
 P1  state transitions, Lambda invocations and service calls per async job: callback vs a polling loop (Wait 30 s ->
     DescribeTextTranslationJob -> Choice) on the same engine, for jobs of 1, 15 and 60 minutes (simulated time);
@@ -579,7 +579,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench", description=__doc__)
-    parser.add_argument("--sizes", default="500,1000,2000", help="P4's job counts")
+    parser.add_argument("--sizes", default="500,1000,2000,5000", help="P4's job counts")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the bench itself")
     parser.add_argument(
         "--p1-only", action="store_true", help="measure P1 (and P5, its prices) again into the last run's results"
