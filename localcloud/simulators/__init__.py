@@ -76,13 +76,15 @@ class Simulator:
         return self.clock.now()
 
     def client(self, service: str) -> Any:
-        """The simulator's boto3 client of `service`, made once under a lock: simulators work on timer threads, and
-        clients are thread-safe once made but creating them is not (and a session per call grew the offline cloud
-        by gigabytes under load)."""
+        """The simulator's boto3 client of `service`, made once, from the session every simulator shares: simulators
+        work on timer threads, and clients are thread-safe once made but creating them is not. A session per call
+        grew the offline cloud by gigabytes under load; a session per simulator still parsed botocore's models and
+        endpoint rules again for each one (about 30 MB per simulator, docs/offline-cloud.md "Under load")."""
         with self._base_lock:
             if service not in self._clients:
-                session = boto3.session.Session()
-                self._clients[service] = session.client(service, region_name=self.region)  # type: ignore[call-overload]
+                with _session_lock:
+                    session = _session()
+                    self._clients[service] = session.client(service, region_name=self.region)  # type: ignore[call-overload]
             return self._clients[service]
 
     def later(self, seconds: float, action: Callable[[], None]) -> None:
@@ -147,6 +149,13 @@ class Simulator:
 
 
 _active: dict[str, tuple[Simulator, ServiceModel]] = {}  # by botocore service id, hyphenized
+_session_lock = threading.Lock()  # boto3 sessions are not thread-safe: every client is made under it
+
+
+@functools.cache
+def _session() -> boto3.session.Session:
+    """The simulators' boto3 session, made after this module registered `_before_send` (so its clients have it)."""
+    return boto3.session.Session()
 
 
 def _params(body: bytes | str | None, url: str, operation: OperationModel) -> dict[str, Any]:
