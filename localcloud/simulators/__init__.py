@@ -154,7 +154,9 @@ _session_lock = threading.Lock()  # boto3 sessions are not thread-safe: every cl
 
 @functools.cache
 def _session() -> boto3.session.Session:
-    """The simulators' boto3 session, made after this module registered `_before_send` (so its clients have it)."""
+    """The simulators' boto3 session, made on first use, with `_before_send` installed (a session reads botocore's
+    handlers when it is made)."""
+    _install()
     return boto3.session.Session()
 
 
