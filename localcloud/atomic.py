@@ -1,7 +1,7 @@
-"""moto backends linearizable across threads, as the services are: each listed operation of a backend runs under that
-backend's lock. The offline cloud's endpoint serves every worker's call on a thread of its own, and its own threads
-(executions, schedules, pollers) call the backends directly, so moto's check-then-act and iterate-while-changed
-windows are hit under load.
+"""moto backends (and its request routing) linearizable across threads, as the services are: each listed operation of
+a backend runs under that backend's lock. The offline cloud's endpoint serves every worker's call on a thread of its
+own, and its own threads (executions, schedules, pollers) call the backends directly, so moto's check-then-act and
+iterate-while-changed windows are hit under load.
 
 Gap 14, DynamoDB: moto checks a ConditionExpression and then writes, with nothing between the two, so two conditional
 puts of one key both succeeded (two export runs both took the run lock); the TTL sweeper's scan failed with

@@ -390,9 +390,10 @@ def _name_idempotency(self: StateMachine, name: str, execution_input: str) -> An
     index = self.__dict__.get("localcloud_names")
     if index is None or index.executions is not self.executions:  # the first call, or a list moto replaced
         index = self.__dict__["localcloud_names"] = _NamesIndex(self.executions)
-    for execution in index.executions[index.read :]:
+    end = len(index.executions)  # read to here, then say so: one appended meanwhile is read by the next call
+    for execution in index.executions[index.read : end]:
         index.by_name.setdefault(execution.name, execution)
-    index.read = len(index.executions)
+    index.read = end
     existing = index.by_name.get(name)
     if existing is None:
         return None

@@ -465,9 +465,10 @@ def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
 
 
 def test_start_execution_names_keep_their_rules_with_many_executions(patched: None) -> None:
-    # Given a state machine with many executions, one still running (waiting) and the others ended
+    # Given a state machine with many executions, one still running (waiting until the test stops it) and the others
+    # ended
     (sfn,) = _clients("stepfunctions")
-    states = {"Hold": {"Type": "Wait", "Seconds": 30, "End": True}}
+    states = {"Hold": {"Type": "Wait", "Seconds": 86400, "End": True}}
     waiting = _state_machine(sfn, "Names", states, "Hold")
     held = sfn.start_execution(stateMachineArn=waiting, name="held", input='{"n": 0}')["executionArn"]
     ended = _state_machine(sfn, "NamesEnded", {"Done": {"Type": "Pass", "End": True}}, "Done")
