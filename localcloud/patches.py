@@ -132,12 +132,13 @@ STEP_FUNCTIONS = (
 
 def step_functions() -> list[Patch]:
     """The interpreter's fixes, with one client per service in every interpreter module that imported moto's
-    client factory (gap 11)."""
+    client factory (gap 11), and no list of finished threads in any that imported moto's (gap 23)."""
     shared = [
         Patch(module, "boto_client_for", sfn._shared_boto_client_for, "gap 11")
         for module in sfn.interpreter_client_modules()
     ]
-    return [*STEP_FUNCTIONS, *shared]
+    unkept = [Patch(module, "TMP_THREADS", sfn.UNKEPT_THREADS, "gap 23") for module in sfn.thread_registry_modules()]
+    return [*STEP_FUNCTIONS, *shared, *unkept]
 
 
 def step_function_timers(clock: Clock) -> list[Patch]:

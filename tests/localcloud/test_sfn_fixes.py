@@ -1,5 +1,6 @@
 """The fixes of localcloud.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
-gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string).
+gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string;
+gap 23: every finished thread kept).
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
@@ -12,6 +13,7 @@ the in-process tests run.
 from __future__ import annotations
 
 import contextlib
+import gc
 import hashlib
 import io
 import json
@@ -19,6 +21,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -267,6 +270,27 @@ def scenario_status_change_events() -> dict[str, Any]:
     }
 
 
+def scenario_finished_threads(executions: int = 10) -> dict[str, Any]:
+    """Gap 23: how many finished Parallel-branch threads stay in memory after executions with two branches end."""
+    (sfn,) = _clients("stepfunctions")
+    branch = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    states = {"Both": {"Type": "Parallel", "Branches": [branch, branch], "End": True}}
+    machine = _state_machine(sfn, f"Threads-{uuid.uuid4().hex[:8]}", states, "Both")
+
+    def kept() -> int:
+        gc.collect()
+        return sum(
+            1
+            for o in gc.get_objects()
+            if isinstance(o, threading.Thread) and o.name.startswith("BranchWorker_") and not o.is_alive()
+        )
+
+    before = kept()
+    arns = [sfn.start_execution(stateMachineArn=machine, name=f"run-{n}")["executionArn"] for n in range(executions)]
+    statuses = [_wait_until_done(sfn, arn, within_s=10)["status"] for arn in arns]
+    return {"statuses": statuses, "branches_run": 2 * executions, "kept": kept() - before}
+
+
 def scenario_fix_targets() -> dict[str, Any]:
     """Where the fixes hook in, as pristine moto defines it: defining function and parameter names per target."""
     from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
@@ -318,6 +342,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "unnamed_executions": scenario_unnamed_executions,
     "fix_targets": scenario_fix_targets,
     "start_time": scenario_start_time,
+    "finished_threads": scenario_finished_threads,
     "status_change_events": scenario_status_change_events,
 }
 
@@ -529,6 +554,15 @@ def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", start_time), start_time
 
 
+def test_gap23_patched_finished_threads_are_freed(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When 10 executions of a Parallel state with two branches run to the end
+    result = scenario_finished_threads()
+    # Then they all succeed and no finished branch thread stays in memory
+    assert result["statuses"] == ["SUCCEEDED"] * 10
+    assert result["kept"] == 0, result
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Without the fix: what pristine moto does today (the probe); a failure here means moto changed underneath
 # ----------------------------------------------------------------------------------------------------------------
@@ -590,6 +624,14 @@ def test_gap9_unpatched_moto_cannot_store_the_start_time(unpatched: UnpatchedPro
     result = unpatched.result("start_time")
     assert result["status"] == "FAILED"
     assert "not JSON serializable" in (result["cause"] or "")
+
+
+def test_gap23_unpatched_moto_keeps_every_finished_thread(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto, when 10 executions of a Parallel state with two branches end
+    result = unpatched.result("finished_threads")
+    # Then every branch's finished thread is still in memory (moto's TMP_THREADS list holds it)
+    assert result["statuses"] == ["SUCCEEDED"] * 10
+    assert result["kept"] == result["branches_run"], result
 
 
 def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbe) -> None:
