@@ -30,6 +30,7 @@ import boto3
 from moto import mock_aws
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
 from werkzeug.serving import BaseWSGIServer, make_server
+from werkzeug.wsgi import LimitedStream
 
 from localcloud import events, lambda_faults, patches, pollers, simulators
 from localcloud.build import build_dir, ensure_built
@@ -127,6 +128,58 @@ class _Dispatcher(DomainDispatcherApplication):
         return self._backends[host]
 
 
+class _NothingToRead:
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+
+class _KeepAliveHandler(MotoRequestHandler):
+    """moto's request handler, keeping connections open between requests as AWS's endpoints do.
+
+    werkzeug's development server ends every response with `Connection: close`, so each AWS call of a function
+    opened a TCP connection, and this process accepted it and started a thread for it, one connection at a time.
+    Here a connection serves request after request (HTTP/1.1 keep-alive; boto3 pools its connections), with Nagle's
+    algorithm off so a response written in parts is not held back. Before the next request is read, what is left
+    of the last one's body is read off the connection: werkzeug's own clean-up after a response reads whatever the
+    socket holds, which on an open connection would be the next request, so it is shown nothing. A chunked request
+    (whose end only its decoder knows) still closes its connection."""
+
+    disable_nagle_algorithm = True
+    _connection: Any = None
+    _body: LimitedStream | None = None
+
+    def make_environ(self) -> dict[str, Any]:
+        self.rfile = self._connection  # werkzeug's chunked decoder reads from here
+        try:
+            environ = super().make_environ()
+        finally:
+            self.rfile = _NothingToRead()  # type: ignore[assignment]  # what werkzeug's clean-up reads
+        if not environ.get("wsgi.input_terminated"):  # not chunked: the body is Content-Length bytes
+            self._body = LimitedStream(self._connection, int(environ.get("CONTENT_LENGTH") or 0))
+            environ["wsgi.input"] = self._body
+        return environ
+
+    def run_wsgi(self) -> None:
+        self._body = None
+        self._connection = self.rfile
+        self.rfile = _NothingToRead()  # type: ignore[assignment]
+        try:
+            super().run_wsgi()
+        finally:
+            self.rfile = self._connection
+        try:
+            if self._body is None:
+                raise EOFError("a chunked body")
+            self._body.exhaust()
+        except Exception:  # noqa: BLE001 - a body that cannot be read to its end ends its connection
+            self.close_connection = True
+
+    def send_header(self, keyword: str, value: str) -> None:
+        if keyword.lower() == "connection" and value.lower() == "close":
+            return  # werkzeug's on every response; handle_one_request closes when the client or run_wsgi asks
+        super().send_header(keyword, value)
+
+
 class LocalCloud:
     def __init__(self, config: CloudConfig, clock: Clock | None = None) -> None:
         self.config = config
@@ -181,7 +234,7 @@ class LocalCloud:
         # moto's server app behind the simulators' (requests signed for a simulated service go to its simulator).
         app = simulators.wsgi(_Dispatcher(create_backend_app))
         self.server: BaseWSGIServer = make_server(
-            cfg.host, cfg.aws_port, app, threaded=True, request_handler=MotoRequestHandler
+            cfg.host, cfg.aws_port, app, threaded=True, request_handler=_KeepAliveHandler
         )
         threading.Thread(target=self.server.serve_forever, name="localcloud-endpoint", daemon=True).start()
         self.aws_endpoint = f"http://{cfg.host}:{self.server.port}"

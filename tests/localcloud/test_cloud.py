@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import http.client
 import json
 import os
 import re
@@ -600,6 +601,34 @@ def test_boto3_over_http_sees_the_state_machine_and_its_executions(cloud: LocalC
     assert "Werkzeug" in listed["ResponseMetadata"]["HTTPHeaders"]["server"]
     assert machine in [m["stateMachineArn"] for m in listed["stateMachines"]]
     assert execution in [e["executionArn"] for e in sfn.list_executions(stateMachineArn=machine)["executions"]]
+
+
+def test_the_endpoint_keeps_a_connection_open_from_request_to_request(cloud: LocalCloud) -> None:
+    # Given one HTTP/1.1 connection to the cloud's AWS endpoint, as boto3 keeps in its pool
+    host, port = cloud.aws_endpoint.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    dynamodb_scope = f"Credential=testing/20260101/{REGION}/dynamodb/aws4_request, SignedHeaders=host, Signature=0"
+    headers = {"Content-Type": "application/x-amz-json-1.0", "Authorization": f"AWS4-HMAC-SHA256 {dynamodb_scope}"}
+    list_tables = {**headers, "X-Amz-Target": "DynamoDB_20120810.ListTables"}
+    tables = sorted(cloud.client("dynamodb").list_tables()["TableNames"])
+
+    def call(method: str, request_headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
+        connection.request(method, "/", body=body, headers=request_headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+
+    # When an AWS call, a request whose 100 KB body no service reads, and another AWS call go over it
+    first = call("POST", list_tables, b"{}")
+    socket_ = connection.sock
+    unread = call("GET", headers, b"x" * 100_000)
+    last = call("POST", list_tables, b"{}")
+
+    # Then each gets its own answer, on the one connection, which is still open
+    assert first[0] == 200 and sorted(json.loads(first[1])["TableNames"]) == tables
+    assert unread[0] >= 400
+    assert last == first
+    assert connection.sock is socket_ is not None
+    connection.close()
 
 
 def _aws_cli() -> str | None:
