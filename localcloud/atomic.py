@@ -62,15 +62,18 @@ def lock(backend: Any) -> threading.RLock:
         return backend.__dict__.setdefault("localcloud_lock", threading.RLock())  # type: ignore[no-any-return]
 
 
-def serialised(owner: type, name: str) -> Callable[..., Any]:
-    """moto's operation `name` of the backend class `owner`, run under its backend's lock (the replacement
-    localcloud/patches.py installs)."""
+def serialised(
+    owner: type, name: str, extend: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+) -> Callable[..., Any]:
+    """moto's operation `name` of the backend class `owner` (or `extend` applied to it), run under its backend's
+    lock (the replacement localcloud/patches.py installs)."""
     original = getattr(owner, name)
+    run = extend(original) if extend else original
 
     @functools.wraps(original)
     def operation(self: Any, *args: Any, **kwargs: Any) -> Any:
         with lock(self):
-            return original(self, *args, **kwargs)
+            return run(self, *args, **kwargs)
 
     operation.__localcloud_original__ = getattr(original, "__localcloud_original__", original)  # type: ignore[attr-defined]
     return operation

@@ -155,8 +155,11 @@ def step_function_timers(clock: Clock) -> list[Patch]:
 
 
 def dynamodb_atomic() -> list[Patch]:
+    """Every item operation under the backend's lock (gap 14); PutItem and UpdateItem also note when what they
+    wrote expires, for the TTL sweeper (localcloud.pollers.ExpiryIndex)."""
+    noting = {"put_item": pollers.noting_expiry, "update_item": pollers.noting_expiry}
     return [
-        Patch(DynamoDBBackend, name, atomic.serialised(DynamoDBBackend, name), "gap 14")
+        Patch(DynamoDBBackend, name, atomic.serialised(DynamoDBBackend, name, noting.get(name)), "gap 14")
         for name in atomic.OPERATIONS[DynamoDBBackend]
     ]
 

@@ -11,7 +11,10 @@ ReceiveMessage behaviour.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import heapq
+import itertools
 import logging
 import threading
 import time
@@ -20,7 +23,9 @@ from typing import Any
 
 import boto3
 from moto.awslambda.models import EventSourceMapping, LambdaBackend
-from moto.dynamodb.models import dynamodb_backends
+from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.dynamodb.models.dynamo_type import Item
+from moto.dynamodb.models.table import Table
 
 from localcloud import atomic
 from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
@@ -163,12 +168,60 @@ class SqsPoller:
             )
 
 
+class ExpiryIndex:
+    """When each item written with a TTL attribute expires, soonest first: the TTL sweeper's work list.
+
+    Every PutItem and UpdateItem (also inside BatchWriteItem and TransactWriteItems) notes the item it wrote, under
+    the DynamoDB backend's lock (`noting_expiry`, installed by localcloud/patches.py). An entry is a hint, not the
+    truth: the sweeper reads the item again before it deletes it, so an entry of an item since deleted, or written
+    again with a later TTL (which noted an entry of its own), is dropped. PartiQL writes are not noted."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, str, dict[str, Any]]] = []  # (expires at, tie-breaker, table, key)
+        self._count = itertools.count()
+        self.seeded: dict[str, str] = {}  # table name -> TTL attribute whose items are all in the index
+
+    def note(self, table: Table, item: Item) -> None:
+        attribute = self.seeded.get(table.name)
+        expires_at = _epoch_seconds(item.attrs.get(attribute)) if attribute else None
+        if expires_at is not None:
+            key = {name: item.attrs[name].to_json() for name in (table.hash_key_attr, table.range_key_attr) if name}
+            heapq.heappush(self._due, (expires_at, next(self._count), table.name, key))
+
+    def pop_due(self, now: float) -> list[tuple[str, dict[str, Any]]]:
+        due = []
+        while self._due and self._due[0][0] < now:
+            _, _, table_name, key = heapq.heappop(self._due)
+            due.append((table_name, key))
+        return due
+
+
+def expiries(backend: DynamoDBBackend) -> ExpiryIndex:
+    """The expiry index of a DynamoDB backend (one per account and Region, as its tables)."""
+    return backend.__dict__.setdefault("localcloud_expiries", ExpiryIndex())  # type: ignore[no-any-return]
+
+
+def noting_expiry(write: Callable[..., Item]) -> Callable[..., Item]:
+    """moto's `put_item` or `update_item` of DynamoDBBackend (both take the table's name first, and return the item
+    as written), noting the item in the backend's expiry index."""
+
+    @functools.wraps(write)
+    def noted(self: DynamoDBBackend, table_name: str, *args: Any, **kwargs: Any) -> Item:
+        item = write(self, table_name, *args, **kwargs)
+        expiries(self).note(self.get_table(table_name), item)
+        return item
+
+    return noted
+
+
 class TtlSweeper(Periodic):
     """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled.
 
-    It reads moto's tables in memory under the backend's lock (localcloud.atomic), instead of paging through Scan
-    calls: at 2,000 items a sweep through the API took 2.2 s, every second, and failed now and then with
-    "dictionary changed size during iteration" while the functions wrote."""
+    It works from the backend's ExpiryIndex: a sweep reads only the items due, under the backend's lock
+    (localcloud.atomic). A table whose TTL it finds newly enabled is read whole once, to index the items written
+    before. It used to read every item of every such table each second: at 10,000 items in the task status log,
+    each sweep held the lock every DynamoDB call needs for milliseconds. Through the API (Scan) a sweep of 2,000
+    items had taken 2.2 s, and failed now and then with "dictionary changed size during iteration"."""
 
     def __init__(self, region: str, account_id: str, interval: float = 1.0) -> None:
         super().__init__("localcloud-ttl", interval, self.sweep)
@@ -178,30 +231,41 @@ class TtlSweeper(Periodic):
     def sweep(self) -> int:
         """Delete every expired item now; return how many were deleted."""
         backend = dynamodb_backends[self.account_id][self.region]
+        index = expiries(backend)
         now = time.time()
         deleted = 0
-        for table in list(backend.tables.values()):
-            if table.ttl.get("TimeToLiveStatus") != "ENABLED":
-                continue
-            attribute = table.ttl["AttributeName"]
-            key_names = [k for k in (table.hash_key_attr, table.range_key_attr) if k]
-            with atomic.lock(backend):
-                expired = [
-                    {name: item.attrs[name].to_json() for name in key_names}
-                    for item in table.all_items()
-                    if _expired(item.attrs.get(attribute), now)
-                ]
-                for key in expired:
-                    backend.delete_item(table.name, key)
-            deleted += len(expired)
+        with atomic.lock(backend):
+            self._index_newly_enabled(backend, index)
+            for table_name, key in index.pop_due(now):
+                table = backend.tables.get(table_name)
+                attribute = index.seeded.get(table_name)
+                if table is None or attribute is None:
+                    continue  # the table was deleted, or its TTL turned off
+                item = backend.get_item(table_name, key)
+                expires_at = _epoch_seconds(item.attrs.get(attribute)) if item is not None else None
+                if expires_at is not None and expires_at < now:
+                    backend.delete_item(table_name, key)
+                    deleted += 1
         return deleted
 
+    @staticmethod
+    def _index_newly_enabled(backend: DynamoDBBackend, index: ExpiryIndex) -> None:
+        for table in backend.tables.values():
+            enabled = table.ttl.get("TimeToLiveStatus") == "ENABLED"
+            attribute = table.ttl.get("AttributeName") if enabled else None
+            if attribute is None:
+                index.seeded.pop(table.name, None)
+            elif index.seeded.get(table.name) != attribute:
+                index.seeded[table.name] = attribute
+                for item in table.all_items():
+                    index.note(table, item)
 
-def _expired(value: Any, now: float) -> bool:
-    """A TTL attribute is a Number of epoch seconds; any other type never expires (as on DynamoDB)."""
+
+def _epoch_seconds(value: Any) -> float | None:
+    """A TTL attribute's time: a Number of epoch seconds; any other type never expires (as on DynamoDB)."""
     if value is None or value.type != "N":
-        return False
+        return None
     try:
-        return float(value.value) < now
+        return float(value.value)
     except ValueError:
-        return False
+        return None

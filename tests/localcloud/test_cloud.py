@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,6 +27,7 @@ import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from moto.dynamodb.models.table import Table
 
 from localcloud import logs, simulators
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
@@ -503,10 +505,80 @@ def test_ttl_deletes_expired_items_and_keeps_live_ones(cloud: LocalCloud) -> Non
     # Then the expired item is gone and the live one stays
     wait_for(
         lambda: "Item" not in ddb.get_item(TableName=table, Key={"pk": {"S": expired}}),
-        timeout=3,
+        timeout=30,
         what="the expired item to be deleted",
     )
     assert "Item" in ddb.get_item(TableName=table, Key={"pk": {"S": live}})
+
+
+def test_ttl_follows_update_item_and_reads_only_the_items_due(
+    cloud: LocalCloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given the RecordTable (TTL on expiresAt), swept at least once (an expired item put is gone), and the
+    # sweeper's reads of whole tables counted from then on
+    ddb = cloud.client("dynamodb")
+    table = cloud.stack.outputs["RecordTableName"]
+
+    def gone(key: str) -> bool:
+        return "Item" not in ddb.get_item(TableName=table, Key={"pk": {"S": key}})
+
+    primer = f"ttl#{uuid.uuid4()}"
+    ddb.put_item(TableName=table, Item={"pk": {"S": primer}, "expiresAt": {"N": str(int(time.time()) - 60)}})
+    wait_for(lambda: gone(primer), timeout=30, what="a first sweep")
+    whole_table_reads = []
+    all_items = Table.all_items
+
+    def counted(self: Table) -> Any:
+        if threading.current_thread().name == "localcloud-ttl":
+            whole_table_reads.append(self.name)
+        return all_items(self)
+
+    monkeypatch.setattr(Table, "all_items", counted)
+    soon = str(int(time.time()) + 2)
+    # When an UpdateItem gives a new item a past expiry, another's expiry is put off by an hour before it came due,
+    # and a marker put after both comes due with the second one's first expiry
+    updated, put_off, marker = (f"ttl#{uuid.uuid4()}" for _ in range(3))
+    ddb.update_item(
+        TableName=table,
+        Key={"pk": {"S": updated}},
+        UpdateExpression="SET expiresAt = :t",
+        ExpressionAttributeValues={":t": {"N": str(int(time.time()) - 60)}},
+    )
+    ddb.put_item(TableName=table, Item={"pk": {"S": put_off}, "expiresAt": {"N": soon}})
+    ddb.update_item(
+        TableName=table,
+        Key={"pk": {"S": put_off}},
+        UpdateExpression="SET expiresAt = :t",
+        ExpressionAttributeValues={":t": {"N": str(int(time.time()) + 3600)}},
+    )
+    ddb.put_item(TableName=table, Item={"pk": {"S": marker}, "expiresAt": {"N": soon}})
+
+    # Then the updated item and the marker are deleted, the item put off stays, and no sweep read a whole table
+    wait_for(lambda: gone(updated) and gone(marker), timeout=30, what="the updated item and the marker to expire")
+    assert not gone(put_off)
+    assert whole_table_reads == []
+
+
+def test_ttl_turned_on_later_expires_the_items_written_before(cloud: LocalCloud) -> None:
+    # Given a table without TTL holding an item whose expiresAt has passed
+    ddb = cloud.client("dynamodb")
+    table = f"late-ttl-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(TableName=table, Item={"pk": {"S": "old"}, "expiresAt": {"N": str(int(time.time()) - 60)}})
+    # When TTL is turned on for expiresAt
+    ddb.update_time_to_live(TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expiresAt"})
+    # Then the item is deleted
+    wait_for(
+        lambda: "Item" not in ddb.get_item(TableName=table, Key={"pk": {"S": "old"}}),
+        timeout=30,
+        what="the item written before TTL was on to expire",
+    )
+    ddb.delete_table(TableName=table)
 
 
 # --- 7. Logs subscription ---------------------------------------------------------------------------------------------
