@@ -54,6 +54,7 @@ from typing import Any, ClassVar
 from botocore.exceptions import ClientError
 
 from localcloud.clock import Clock
+from localcloud.deploy import ACCOUNT_ID
 from localcloud.shapes import data_automation_status
 from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 
@@ -162,7 +163,6 @@ class BdaSimulator(Simulator):
         name = input_uri.rpartition("/")[2]
         outcome = next((o for prefix, o in NAME_OUTCOMES.items() if name.startswith(prefix)), self.outcome)
         events = (params.get("notificationConfiguration") or {}).get("eventBridgeConfiguration", {})
-        account_id = self.client("sts").get_caller_identity()["Account"]
         with self._lock:
             if token in self._by_token:  # an idempotent retry: the same invocation, nothing started
                 return {"invocationArn": self.jobs[self._by_token[token]].arn}
@@ -173,7 +173,7 @@ class BdaSimulator(Simulator):
             output = params["outputConfiguration"]["s3Uri"].rstrip("/")
             job = _Job(
                 job_id,
-                f"arn:aws:bedrock:{self.region}:{account_id}:data-automation-invocation/{job_id}",
+                f"arn:aws:bedrock:{self.region}:{ACCOUNT_ID}:data-automation-invocation/{job_id}",
                 input_uri,
                 f"{output}/{job_id}/",
                 outcome,

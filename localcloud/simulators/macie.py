@@ -111,6 +111,7 @@ from typing import Any, ClassVar
 from botocore.exceptions import ClientError
 
 from localcloud.clock import Clock
+from localcloud.deploy import ACCOUNT_ID
 from localcloud.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 from localcloud.simulators import ServiceError, Simulator
 
@@ -281,6 +282,7 @@ class MacieSimulator(Simulator):
         self.log_copies, self.drop_logs = log_copies, drop_logs
         self.findings: dict[str, dict[str, Any]] = {}  # by id, in creation order
         self._log_lock = threading.Lock()
+        self._log_streams: set[str] = set()  # the jobs whose log stream is made
 
     # --- operations -------------------------------------------------------------------------------------------
 
@@ -291,15 +293,14 @@ class MacieSimulator(Simulator):
             if token in self._by_token:  # idempotent retry: the same job
                 job = self.jobs[self._by_token[token]]
                 return {"jobArn": job.arn, "jobId": job.job_id}
-        account_id = self.client("sts").get_caller_identity()["Account"]
         job_id = uuid.uuid4().hex
         request = dict(params)
         in_scope = sum(len(self._objects(bucket, request)) for _, bucket in _buckets(request))
         job = _Job(
             job_id=job_id,
-            arn=f"arn:aws:macie2:{self.region}:{account_id}:classification-job/{job_id}",
+            arn=f"arn:aws:macie2:{self.region}:{ACCOUNT_ID}:classification-job/{job_id}",
             request=request,
-            account_id=account_id,
+            account_id=ACCOUNT_ID,
             outcome=self.outcome,
             created=self.now(),
             objects_in_scope=in_scope,
@@ -548,15 +549,18 @@ class MacieSimulator(Simulator):
             self._log(job, messages)
 
     def _log(self, job: _Job, messages: list[dict[str, Any]]) -> None:
-        """Write the messages to the job's stream in one PutLogEvents call (one subscription batch)."""
+        """Write the messages to the job's stream in one PutLogEvents call (one subscription batch); the group (if
+        missing) and the stream come with the job's first line."""
         logs = self.client("logs")
         with self._log_lock:
-            for create in (
-                lambda: logs.create_log_group(logGroupName=LOG_GROUP),
-                lambda: logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=job.job_id),
-            ):
-                with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
-                    create()
+            if job.job_id not in self._log_streams:
+                for create in (
+                    lambda: logs.create_log_group(logGroupName=LOG_GROUP),
+                    lambda: logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=job.job_id),
+                ):
+                    with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+                        create()
+                self._log_streams.add(job.job_id)
             ceiling = int((time.time() + 3600) * 1000)
             response = logs.put_log_events(
                 logGroupName=LOG_GROUP,
