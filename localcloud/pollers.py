@@ -250,7 +250,7 @@ class TtlSweeper(Periodic):
 
     @staticmethod
     def _index_newly_enabled(backend: DynamoDBBackend, index: ExpiryIndex) -> None:
-        for table in backend.tables.values():
+        for table in list(backend.tables.values()):  # CreateTable does not take the lock
             enabled = table.ttl.get("TimeToLiveStatus") == "ENABLED"
             attribute = table.ttl.get("AttributeName") if enabled else None
             if attribute is None:
