@@ -220,7 +220,7 @@ class TtlSweeper(Periodic):
     It works from the backend's ExpiryIndex: a sweep reads only the items due, under the backend's lock
     (localcloud.atomic). A table whose TTL it finds newly enabled is read whole once, to index the items written
     before. It used to read every item of every such table each second, holding the lock every DynamoDB call needs:
-    15 ms a sweep at 10,000 items (the task status log of 500 documents tasks). Through the API (Scan) a sweep of
+    15 ms a sweep at 10,000 items (the status log of about 450 documents tasks). Through the API (Scan) a sweep of
     2,000 items had taken 2.2 s, and failed now and then with "dictionary changed size during iteration"."""
 
     def __init__(self, region: str, account_id: str, interval: float = 1.0) -> None:
