@@ -145,28 +145,25 @@ class _KeepAliveHandler(MotoRequestHandler):
     (whose end only its decoder knows) still closes its connection."""
 
     disable_nagle_algorithm = True
-    _connection: Any = None
+    _connection: Any = None  # the connection's stream while a request runs, in place of self.rfile
     _body: LimitedStream | None = None
 
     def make_environ(self) -> dict[str, Any]:
-        self.rfile = self._connection  # werkzeug's chunked decoder reads from here
-        try:
-            environ = super().make_environ()
-        finally:
-            self.rfile = _NothingToRead()  # type: ignore[assignment]  # what werkzeug's clean-up reads
+        environ = super().make_environ()  # the app's input, chunked or not, reads the connection from here on
+        self._connection = self.rfile  # type: ignore[has-type]
+        self.rfile = _NothingToRead()  # type: ignore[assignment]  # what werkzeug's clean-up reads
         if not environ.get("wsgi.input_terminated"):  # not chunked: the body is Content-Length bytes
             self._body = LimitedStream(self._connection, int(environ.get("CONTENT_LENGTH") or 0))
             environ["wsgi.input"] = self._body
         return environ
 
     def run_wsgi(self) -> None:
-        self._body = None
-        self._connection = self.rfile
-        self.rfile = _NothingToRead()  # type: ignore[assignment]
+        self._body, self._connection = None, None
         try:
             super().run_wsgi()
         finally:
-            self.rfile = self._connection
+            if self._connection is not None:
+                self.rfile = self._connection
         try:
             if self._body is None:
                 raise EOFError("a chunked body")
