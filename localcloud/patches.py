@@ -9,6 +9,7 @@ its lifetime, so a cloud nested in another (a test's own cloud inside a session'
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
 from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.path import result_path
@@ -99,8 +101,24 @@ class Patches:
 _cached_jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
 _method_names = functools.cache(moto.core.responses.method_names_from_class)
 
+_moto_table_query = Table.query
+
+
+def _query_partition(table: Table, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+    """Table.query on the one partition a query of the table itself names. moto lists and sorts every item of the
+    table for each such query, then keeps that partition's: a status log's GET /task read every task ever submitted.
+    A query of an index (the 8th argument, as moto's backend passes it, or by name) is moto's own."""
+    index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+    if index_name or hash_key is None:
+        return _moto_table_query(table, hash_key, *args, **kwargs)
+    partition = copy.copy(table)  # a shallow view: the same items, only this partition listed
+    partition.items = {hash_key: table.items[hash_key]} if hash_key in table.items else {}  # type: ignore[assignment]
+    return _moto_table_query(partition, hash_key, *args, **kwargs)
+
+
 SPEED = (
     Patch(json_path, "parse", events.jsonpath, "speed"),
+    Patch(Table, "query", _query_partition, "speed"),
     Patch(result_path, "parse", _cached_jsonpath, "speed"),
     Patch(moto.core.responses, "method_names_from_class", _method_names, "speed"),
 )

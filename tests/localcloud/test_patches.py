@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
+from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 
 from localcloud import patches
@@ -71,3 +74,86 @@ def test_a_set_with_an_attribute_moto_no_longer_has_is_refused_whole() -> None:
     # And nothing of it stays installed
     assert EventsBackend.put_events is moto_put_events
     assert not hasattr(Rule, "send_to_every_target")
+
+
+# --- speed: a table's query reads one partition ----------------------------------------------------------------------
+QUERIES: list[dict[str, Any]] = [
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "task-7"}}},
+    {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "task-99"}}},  # no such task
+    {
+        "KeyConditionExpression": "pk = :p AND sk BETWEEN :a AND :b",
+        "ExpressionAttributeValues": {":p": {"S": "task-3"}, ":a": {"N": "1"}, ":b": {"N": "3"}},
+        "ScanIndexForward": False,
+    },
+    {
+        "KeyConditionExpression": "pk = :p",
+        "FilterExpression": "#s = :s",
+        "ProjectionExpression": "sk, #s",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":p": {"S": "task-5"}, ":s": {"S": "RUNNING"}},
+    },
+    {
+        "IndexName": "by-status",
+        "KeyConditionExpression": "#s = :s",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":s": {"S": "SUBMITTED"}},
+    },
+]
+
+
+def _query_everything(listed: list[int]) -> list[list[dict[str, Any]]]:
+    """Every query of QUERIES on a log of 40 tasks of 5 entries, each followed page by page (Limit 2); how many items
+    each listing of the table held goes to `listed`."""
+    moto_all_items = Table.all_items
+
+    def counted(table: Table) -> Any:
+        items = moto_all_items(table)
+        listed.append(len(items))
+        return items
+
+    with mock_aws(), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Table, "all_items", counted)
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="log",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": name, "AttributeType": kind}
+                for name, kind in (("pk", "S"), ("sk", "N"), ("status", "S"))
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": "by-status",
+                    "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for task in range(40):
+            for seq, status in enumerate(("SUBMITTED", "RUNNING", "RUNNING", "TAGGING", "SUCCEEDED")):
+                item = {"pk": {"S": f"task-{task}"}, "sk": {"N": str(seq)}, "status": {"S": status}}
+                dynamodb.put_item(TableName="log", Item=item)
+        listed.clear()
+        answers = []
+        for query in QUERIES:
+            pages = dynamodb.get_paginator("query").paginate(TableName="log", PaginationConfig={"PageSize": 2}, **query)
+            answers.append([item for page in pages for item in page["Items"]])
+        return answers
+
+
+def test_a_query_of_a_table_lists_only_its_partition_and_answers_as_moto_does() -> None:
+    # Given the answers and listings of moto as it is
+    moto_listed: list[int] = []
+    moto_answers = _query_everything(moto_listed)
+    # When the same queries run with the offline cloud's speed patches
+    listed: list[int] = []
+    with patches.Patches(patches.SPEED):
+        answers = _query_everything(listed)
+    # Then every answer, page by page, is moto's
+    assert answers == moto_answers
+    assert [len(answer) for answer in answers] == [5, 0, 3, 2, 40]
+    # And moto listed all 200 items for every page, where a page of the table itself lists its 5 at most; an index
+    # query is still moto's own
+    assert set(moto_listed) == {200}
+    assert max(listed[:-20]) <= 5 and set(listed[-20:]) == {200}
