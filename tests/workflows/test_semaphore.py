@@ -42,6 +42,14 @@ def entries(cloud: LocalCloud, resource: str) -> list[dict[str, Any]]:
     return [{name: DESERIALIZE.deserialize(value) for name, value in item.items()} for item in items]
 
 
+def wait_for_entries(cloud: LocalCloud, resource: str, kinds: list[str]) -> None:
+    """Until the resource's holders and waiters are `kinds` (sorted: "holder", ..., "waiter", ...)."""
+    deadline = time.monotonic() + WAIT_S
+    while sorted(item["entry"].split("#")[0] for item in entries(cloud, resource) if "executionArn" in item) != kinds:
+        assert time.monotonic() < deadline, entries(cloud, resource)
+        time.sleep(0.05)
+
+
 def ended(cloud: LocalCloud, arn: str) -> dict[str, Any] | None:
     described = cloud.client("stepfunctions").describe_execution(executionArn=arn)
     return None if described["status"] == "RUNNING" else dict(described)
@@ -120,14 +128,10 @@ def test_thirty_contenders_never_more_than_three_holders_admitted_in_arrival_ord
 def test_a_holder_stopped_in_its_critical_section_hands_its_permit_on(cloud: LocalCloud) -> None:
     resource = f"database-{uuid.uuid4().hex[:8]}"
     holders = [start(cloud, resource, seconds=3600) for _ in range(PERMITS)]  # an hour each
+    # The waiter starts once every permit is held: executions started together acquire in any order
+    wait_for_entries(cloud, resource, ["holder"] * PERMITS)
     waiter = start(cloud, resource, seconds=0)
-    deadline = time.monotonic() + WAIT_S
-    while sorted(item["entry"].split("#")[0] for item in entries(cloud, resource) if "executionArn" in item) != [
-        *["holder"] * PERMITS,
-        "waiter",
-    ]:
-        assert time.monotonic() < deadline, entries(cloud, resource)
-        time.sleep(0.05)
+    wait_for_entries(cloud, resource, [*["holder"] * PERMITS, "waiter"])
 
     stopped = time.monotonic()
     cloud.client("stepfunctions").stop_execution(executionArn=holders[0])
