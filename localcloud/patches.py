@@ -59,7 +59,7 @@ class Patch:
     owner: Any  # the class or module whose attribute is replaced
     name: str
     replacement: Any
-    why: str  # "gap N" (docs/offline-cloud.md) or "speed"
+    why: str  # "gap N" or "gaps N, M" (docs/offline-cloud.md), or "speed"
 
 
 class Patches:
@@ -133,7 +133,7 @@ STEP_FUNCTIONS = (
     Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn._setup_heartbeat_endpoint, "gap 3"),
     Patch(ExecutionWorker, "stop", sfn._stop, "gap 4"),
     Patch(ExecutionState, "_evaluate_with_timeout", sfn._evaluate_with_timeout, "gap 4"),
-    Patch(StepFunctionsParserBackend, "start_execution", sfn._start_execution, "gap 5"),
+    Patch(StepFunctionsParserBackend, "start_execution", sfn._start_execution, "gaps 5, 24"),
     Patch(StepFunctionResponse, "send_task_failure", sfn._send_task_failure, "gap 7"),
     Patch(BaseExecutionWorkerCommunication, "terminated", sfn._terminated, "gap 8"),
     Patch(Execution, "start", sfn._execution_start, "gap 8"),

@@ -251,8 +251,17 @@ _original_start_execution = StepFunctionsParserBackend.start_execution
 def _start_execution(
     self: StepFunctionsParserBackend, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
 ) -> Any:
-    """Gap 5: an unnamed execution gets a UUID, as AWS does, instead of the name `None`."""
-    return _original_start_execution(self, state_machine_arn, name or str(uuid.uuid4()), *args, **kwargs)
+    """Gap 5: an unnamed execution gets a UUID, as AWS does, instead of the name `None`.
+
+    Gap 24: a named start is one step under the state machine's lock. moto checks the name against the executions,
+    then copies the state machine, then appends the new execution: two StartExecution of one name in that window
+    both started one (two executions of one ARN), where AWS starts one and answers the other with it (the same
+    input, still RUNNING) or ExecutionAlreadyExists. Callers rely on it for at-least-once starts: a redelivered
+    admission message, a resubmitted task."""
+    if not name:
+        return _original_start_execution(self, state_machine_arn, str(uuid.uuid4()), *args, **kwargs)
+    with _names(self.describe_state_machine(state_machine_arn)).starting:
+        return _original_start_execution(self, state_machine_arn, name, *args, **kwargs)
 
 
 def _send_task_failure(self: StepFunctionResponse) -> Any:
@@ -371,15 +380,28 @@ _original_name_idempotency = StateMachine._handle_name_input_idempotency
 
 
 class _NamesIndex:
-    """A state machine's executions by name, as far as its (append-only) list of executions has been read."""
+    """A state machine's executions by name, as far as its (append-only) list of executions has been read; and the
+    lock a named start holds (gap 24)."""
 
     def __init__(self, executions: list[Any]) -> None:
         self.executions = executions
         self.by_name: dict[str, Any] = {}
         self.read = 0
+        self.starting = threading.RLock()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _NamesIndex:
         return _NamesIndex([])  # moto snapshots a state machine per execution, without its executions
+
+
+_names_guard = threading.Lock()
+
+
+def _names(machine: StateMachine) -> _NamesIndex:
+    with _names_guard:
+        index = machine.__dict__.get("localcloud_names")
+        if index is None or index.executions is not machine.executions:  # the first call, or a list moto replaced
+            index = machine.__dict__["localcloud_names"] = _NamesIndex(machine.executions)
+        return index  # type: ignore[no-any-return]
 
 
 def _name_idempotency(self: StateMachine, name: str, execution_input: str) -> Any:
@@ -387,9 +409,7 @@ def _name_idempotency(self: StateMachine, name: str, execution_input: str) -> An
     StartExecution: quadratic in a long run). Executions are only ever appended, so they are indexed by name as they
     come; moto's own rule (the same input while RUNNING returns that execution, else ExecutionAlreadyExists) then
     looks at the one execution of that name, if any."""
-    index = self.__dict__.get("localcloud_names")
-    if index is None or index.executions is not self.executions:  # the first call, or a list moto replaced
-        index = self.__dict__["localcloud_names"] = _NamesIndex(self.executions)
+    index = _names(self)
     end = len(index.executions)  # read to here, then say so: one appended meanwhile is read by the next call
     for execution in index.executions[index.read : end]:
         index.by_name.setdefault(execution.name, execution)

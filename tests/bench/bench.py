@@ -248,6 +248,20 @@ def _percentile(values: list[float], p: float) -> float:
 
 
 # --- P3 ----------------------------------------------------------------------------------------------------------
+# What a handler stands on before a line of its own runs (house-style.md's libraries), imported from a function's
+# package like the handlers: the floor under their ratios.
+_HOUSE = (
+    "import boto3\nfrom aws_lambda_powertools import Logger, Metrics\nfrom pydantic import BaseModel\n"
+    "Logger(); Metrics()\nclass Event(BaseModel):\n    id: str\n"
+)
+P3_FLOORS = {
+    "boto3 + Powertools Logger, Metrics + one pydantic model": _HOUSE,
+    "that + Powertools' HTTP resolver with validation (TaskApi's)": _HOUSE
+    + "from aws_lambda_powertools.event_handler import APIGatewayHttpResolver\n"
+    + "APIGatewayHttpResolver(enable_validation=True)\n",
+}
+
+
 def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
     python = str(runtime_python())
     build = ROOT / ".aws-sam" / "build"
@@ -260,6 +274,18 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
         return (time.perf_counter() - started) * 1000
 
     bare: list[float] = []  # every `import boto3`, for the figure in the title
+
+    def versus_boto3(code: str, cwd: Path, env: dict[str, str]) -> dict[str, float]:
+        """`code`'s median time and its ratio to a bare `import boto3`: the two alternate, so a change in the
+        machine's load falls on both sides of the ratio."""
+        boto3_ms, code_ms = [], []
+        for _ in range(runs):
+            boto3_ms.append(once("import boto3", build, {"AWS_DEFAULT_REGION": cloud.config.region}))
+            code_ms.append(once(f"import sys; sys.path.insert(0, '.')\n{code}", cwd, env))
+        bare.extend(boto3_ms)
+        ms = statistics.median(code_ms)
+        return {"ms": round(ms), "vs_boto3": round(ms / statistics.median(boto3_ms), 2)}
+
     rows = {}
     for resource_ in cloud.stack.of_type("AWS::Lambda::Function"):
         handler = resource_.properties["Handler"].rsplit(".", 1)[0]
@@ -267,26 +293,14 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
         spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, {})
         # Lambda's environment matters: Powertools reads it at import (service name, log level, metrics namespace)
         environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
-        # Each handler's imports alternate with bare ones, so a change in the machine's load falls on both sides of
-        # its ratio
-        boto3_ms, handler_ms = [], []
-        for _ in range(runs):
-            boto3_ms.append(once("import boto3", build, {"AWS_DEFAULT_REGION": cloud.config.region}))
-            handler_ms.append(
-                once(
-                    f"import sys; sys.path.insert(0, '.'); import {handler}",
-                    code_dir,
-                    environments[resource_.logical_id],
-                )
-            )
-        bare += boto3_ms
-        ms = statistics.median(handler_ms)
         rows[resource_.logical_id] = {
-            "ms": round(ms),
-            "vs_boto3": round(ms / statistics.median(boto3_ms), 2),
+            **versus_boto3(f"import {handler}", code_dir, environments[resource_.logical_id]),
             "module": handler,
         }
     slowest_id, slowest = max(rows.items(), key=lambda item: item[1]["ms"])
+    floors = {
+        name: versus_boto3(code, build / slowest_id, environments[slowest_id]) for name, code in P3_FLOORS.items()
+    }
     trace = subprocess.run(
         [python, "-I", "-X", "importtime", "-c", f"import sys; sys.path.insert(0, '.'); import {slowest['module']}"],
         cwd=build / slowest_id,
@@ -303,6 +317,7 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
     return {
         "boto3_ms": round(statistics.median(bare)),
         "handlers": rows,
+        "floors": floors,
         "slowest": slowest["module"],
         "top_imports_us": dict(top.most_common(8)),
     }
@@ -518,7 +533,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines += table(
         f"P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
         ["function", "ms", "x boto3"],
-        [[name, row["ms"], row["vs_boto3"]] for name, row in sorted(p3["handlers"].items())],
+        [[name, row["ms"], row["vs_boto3"]] for name, row in sorted(p3["handlers"].items())]
+        + [[f"(floor) {name}", row["ms"], row["vs_boto3"]] for name, row in p3.get("floors", {}).items()],
     )
     top = ", ".join(f"{name} {us / 1000:.0f} ms" for name, us in p3["top_imports_us"].items())
     lines += ["", f"Top imports of {p3['slowest']} (cumulative): {top}."]

@@ -1,4 +1,4 @@
-"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 10-14, 21 of docs/offline-cloud.md).
+"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 10-14, 21, 24 of docs/offline-cloud.md).
 
 Each race is shown on moto alone (the unfixed method, kept by the fix) and with the offline cloud's fix, with the
 interleaving forced (a gate, a barrier and a tiny thread switch interval) rather than hoped for.
@@ -6,6 +6,7 @@ interleaving forced (a gate, a barrier and a tiny thread switch interval) rather
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -20,7 +21,7 @@ import pytest
 from moto import mock_aws
 from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
-from moto.stepfunctions.parser.api import InvalidToken
+from moto.stepfunctions.parser.api import ExecutionAlreadyExists, InvalidToken
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
@@ -102,6 +103,51 @@ def test_a_conditional_put_of_one_key_has_exactly_one_winner(aws: None, busy_swi
     winners = _conditional_put_winners(DynamoDBBackend.put_item)
     # Then every round has exactly one winner, as on DynamoDB
     assert set(winners) == {1}
+
+
+# --- Step Functions: StartExecution of one name from many callers ---------------------------------------------
+def _executions_per_name(start: Callable[..., Any], rounds: int = 20, callers: int = 8) -> list[int]:
+    """For each round, `callers` threads start an execution of one state machine with one name and one input at the
+    same instant (a refused start is ExecutionAlreadyExists); return how many executions each round's name has."""
+    client = boto3.client("stepfunctions", region_name=REGION)
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    machine = client.create_state_machine(
+        name=f"once-{uuid.uuid4().hex[:8]}",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
+    )["stateMachineArn"]
+    backend = stepfunctions_parser_backends[ACCOUNT_ID][REGION]
+    counts = []
+    for round_ in range(rounds):
+        barrier = threading.Barrier(callers)
+
+        def call(name: str = f"task-{round_}", barrier: threading.Barrier = barrier) -> None:
+            barrier.wait()
+            with contextlib.suppress(ExecutionAlreadyExists):
+                start(backend, machine, name, '{"n": 1}')
+
+        threads = [threading.Thread(target=call) for _ in range(callers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        executions = backend.describe_state_machine(machine).executions
+        counts.append(sum(execution.name == f"task-{round_}" for execution in executions))
+    return counts
+
+
+def test_moto_alone_starts_two_executions_of_one_name(aws: None, busy_switching: None) -> None:
+    # When 8 callers start one name at once, 20 times, on moto's own StartExecution
+    counts = _executions_per_name(sfn._original_start_execution)
+    # Then some names have more than one execution: the gap the fix closes is still in moto
+    assert max(counts) > 1
+
+
+def test_callers_starting_one_name_at_once_start_one_execution(aws: None, busy_switching: None) -> None:
+    # When 8 callers start one name at once, 20 times, on the offline cloud
+    counts = _executions_per_name(StepFunctionsParserBackend.start_execution)
+    # Then each name has exactly one execution, as on Step Functions
+    assert set(counts) == {1}
 
 
 # --- Step Functions: SendTask* while an execution is starting ---------------------------------------------------------

@@ -95,7 +95,7 @@ def test_a_completion_dead_lettered_by_the_resume_function_is_replayed_and_the_w
     assert dead_letters(cloud, *jobs) == []
     # And the workflow resumes from both waits and finishes, its tokens used up
     described = wait_for_execution(cloud, execution, timeout=40, show=False)
-    assert described["status"] == "SUCCEEDED", described
+    assert described["status"] == "SUCCEEDED", (described.get("error"), described.get("cause"))
     output = json.loads(described["output"])
     assert not tokens_left(cloud, f"translate#{output['translation']['jobId']}")
     assert not tokens_left(cloud, f"macie#{output['classification']['jobId']}")
