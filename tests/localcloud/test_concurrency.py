@@ -105,17 +105,23 @@ def test_a_conditional_put_of_one_key_has_exactly_one_winner(aws: None, busy_swi
     assert set(winners) == {1}
 
 
+def _pass_machine(prefix: str) -> str:
+    """A new state machine of one Pass state; its ARN."""
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    return str(
+        boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+            name=f"{prefix}-{uuid.uuid4().hex[:8]}",
+            definition=json.dumps(definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
+        )["stateMachineArn"]
+    )
+
+
 # --- Step Functions: StartExecution of one name from many callers ---------------------------------------------
 def _executions_per_name(start: Callable[..., Any], rounds: int = 20, callers: int = 8) -> list[int]:
     """For each round, `callers` threads start an execution of one state machine with one name and one input at the
     same instant (a refused start is ExecutionAlreadyExists); return how many executions each round's name has."""
-    client = boto3.client("stepfunctions", region_name=REGION)
-    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
-    machine = client.create_state_machine(
-        name=f"once-{uuid.uuid4().hex[:8]}",
-        definition=json.dumps(definition),
-        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
-    )["stateMachineArn"]
+    machine = _pass_machine("once")
     backend = stepfunctions_parser_backends[ACCOUNT_ID][REGION]
     counts = []
     for round_ in range(rounds):
@@ -163,14 +169,7 @@ def _starting_execution() -> Iterator[StepFunctionsParserBackend]:
 
     ExecutionWorker._get_evaluation_environment = held  # type: ignore[method-assign]
     try:
-        client = boto3.client("stepfunctions", region_name=REGION)
-        definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
-        machine = client.create_state_machine(
-            name=f"starting-{uuid.uuid4().hex[:8]}",
-            definition=json.dumps(definition),
-            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
-        )["stateMachineArn"]
-        client.start_execution(stateMachineArn=machine)
+        boto3.client("stepfunctions", region_name=REGION).start_execution(stateMachineArn=_pass_machine("starting"))
         assert reached.wait(timeout=30)
         yield stepfunctions_parser_backends[ACCOUNT_ID][REGION]
     finally:
