@@ -105,6 +105,7 @@ def test_a_conditional_put_of_one_key_has_exactly_one_winner(aws: None, busy_swi
     assert set(winners) == {1}
 
 
+# --- Step Functions: StartExecution of one name from many callers -----------------------------------------------------
 def _pass_machine(prefix: str) -> str:
     """A new state machine of one Pass state; its ARN."""
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
@@ -117,7 +118,6 @@ def _pass_machine(prefix: str) -> str:
     )
 
 
-# --- Step Functions: StartExecution of one name from many callers ---------------------------------------------
 def _executions_per_name(start: Callable[..., Any], rounds: int = 20, callers: int = 8) -> list[int]:
     """For each round, `callers` threads start an execution of one state machine with one name and one input at the
     same instant (a refused start is ExecutionAlreadyExists); return how many executions each round's name has."""
