@@ -21,7 +21,8 @@ import pytest
 from moto import mock_aws
 from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
-from moto.stepfunctions.parser.api import ExecutionAlreadyExists, InvalidToken
+from moto.stepfunctions.exceptions import ExecutionAlreadyExists
+from moto.stepfunctions.parser.api import InvalidToken
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 

@@ -29,8 +29,14 @@ def cloud() -> Iterator[LocalCloud]:
         aws_port=0,
         http_port=0,
         speedup=SPEEDUP,
-        # Macie's log group is the account's: the session's stack may have made it already
-        parameters={"ReconcileSchedule": "rate(1 day)", "LogLevel": "WARN", "CreateMacieLogGroup": "false"},
+        parameters={
+            "ReconcileSchedule": "rate(1 day)",
+            # with no reconciler to heartbeat them, waiting tasks outlive the test (a day is 24 real minutes)
+            "HeartbeatSeconds": "86400",
+            "LogLevel": "WARN",
+            # Macie's log group is the account's: the session's stack may have made it already
+            "CreateMacieLogGroup": "false",
+        },
         async_retry_delay_seconds=0.1,
     )
     with LocalCloud(config) as running:
