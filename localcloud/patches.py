@@ -136,6 +136,7 @@ STEP_FUNCTIONS = (
     Patch(StepFunctionsParserBackend, "start_execution", sfn._start_execution, "gaps 5, 24"),
     Patch(StepFunctionResponse, "send_task_failure", sfn._send_task_failure, "gap 7"),
     Patch(BaseExecutionWorkerCommunication, "terminated", sfn._terminated, "gap 8"),
+    Patch(Execution, "__init__", sfn._execution_init, "gap 8"),
     Patch(Execution, "start", sfn._execution_start, "gap 8"),
     Patch(ExecutionWorker, "_get_evaluation_environment", sfn._evaluation_environment, "gap 9"),
     Patch(CallbackPoolManager, "add", sfn._pool_add, "gap 10"),

@@ -171,6 +171,7 @@ def _evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
 
 
 _original_terminated = BaseExecutionWorkerCommunication.terminated
+_original_execution_init = Execution.__init__
 _original_execution_start = Execution.start
 
 
@@ -220,10 +221,15 @@ def _terminated(self: BaseExecutionWorkerCommunication) -> None:
     _announce(self.execution)
 
 
-def _execution_start(self: Execution) -> None:
-    # RUNNING before anything can see it: moto lists the execution before its start gives it a status, and
-    # ListExecutions/DescribeExecution in that window failed with an AttributeError (a 500).
+def _execution_init(self: Execution, *args: Any, **kwargs: Any) -> None:
+    """Gap 8: RUNNING from the moment the execution exists. moto appends it to its state machine's executions before
+    its start gives it a status, and a ListExecutions/DescribeExecution in that window failed with an AttributeError
+    (a 500)."""
+    _original_execution_init(self, *args, **kwargs)
     self.exec_status = ExecutionStatus.RUNNING
+
+
+def _execution_start(self: Execution) -> None:
     _announce(self, running=True)  # before the worker starts: a short execution may end at once
     _original_execution_start(self)
 

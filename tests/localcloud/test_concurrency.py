@@ -23,6 +23,7 @@ from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.stepfunctions.exceptions import ExecutionAlreadyExists
 from moto.stepfunctions.parser.api import InvalidToken
+from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
@@ -155,6 +156,48 @@ def test_callers_starting_one_name_at_once_start_one_execution(aws: None, busy_s
     counts = _executions_per_name(StepFunctionsParserBackend.start_execution)
     # Then each name has exactly one execution, as on Step Functions
     assert set(counts) == {1}
+
+
+# --- Step Functions: an execution listed while it starts -------------------------------------------------------------
+def _listing_while_starting() -> Iterator[Callable[[], list[str]]]:
+    """A new execution of a Pass state machine held between moto appending it to the state machine's executions and
+    its start; a ListExecutions of that state machine, as the statuses it answers."""
+    gate, reached, start = threading.Event(), threading.Event(), Execution.start
+
+    def held(self: Execution) -> None:
+        reached.set()
+        gate.wait(timeout=30)
+        start(self)
+
+    client, machine = boto3.client("stepfunctions", region_name=REGION), _pass_machine("listed")
+    starter = threading.Thread(target=client.start_execution, kwargs={"stateMachineArn": machine})
+    Execution.start = held  # type: ignore[method-assign]
+    try:
+        starter.start()
+        assert reached.wait(timeout=30)
+        yield lambda: [e["status"] for e in client.list_executions(stateMachineArn=machine)["executions"]]
+    finally:
+        gate.set()
+        starter.join()
+        Execution.start = start  # type: ignore[method-assign]
+
+
+def test_moto_alone_fails_a_list_executions_that_meets_a_starting_execution(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Execution, "__init__", sfn._original_execution_init)
+    for list_statuses in _listing_while_starting():
+        # When ListExecutions reads an execution moto has appended but not started
+        # Then it reads the status moto has not set yet and fails (a 500 to the caller)
+        with pytest.raises(AttributeError):
+            list_statuses()
+
+
+def test_an_execution_is_running_from_the_moment_it_can_be_listed(aws: None) -> None:
+    for list_statuses in _listing_while_starting():
+        # When ListExecutions reads an execution that is still starting
+        # Then it is listed RUNNING, as Step Functions lists it
+        assert list_statuses() == ["RUNNING"]
 
 
 # --- Step Functions: SendTask* while an execution is starting ---------------------------------------------------------
