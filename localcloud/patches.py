@@ -22,6 +22,7 @@ from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
 from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
@@ -60,6 +61,18 @@ class Patch:
     name: str
     replacement: Any
     why: str  # "gap N" or "gaps N, M" (docs/offline-cloud.md), or "speed"
+
+
+class Unkept(list[Any]):
+    """In place of a list moto appends to for its lifetime and never needs: it keeps nothing appended to it, so what
+    would have been kept is freed when its work is done. moto's interpreter appends every thread it starts to
+    `TMP_THREADS` (gap 23), and its models every instance they make to `instances_tracked` (gap 25)."""
+
+    def append(self, kept: Any) -> None:
+        pass
+
+
+UNKEPT = Unkept()
 
 
 class Patches:
@@ -156,7 +169,7 @@ def step_functions() -> list[Patch]:
         Patch(module, "boto_client_for", sfn._shared_boto_client_for, "gap 11")
         for module in sfn.interpreter_client_modules()
     ]
-    unkept = [Patch(module, "TMP_THREADS", sfn.UNKEPT_THREADS, "gap 23") for module in sfn.thread_registry_modules()]
+    unkept = [Patch(module, "TMP_THREADS", UNKEPT, "gap 23") for module in sfn.thread_registry_modules()]
     return [*STEP_FUNCTIONS, *shared, *unkept]
 
 
@@ -181,6 +194,14 @@ def dynamodb_atomic() -> list[Patch]:
         Patch(DynamoDBBackend, name, atomic.serialised(DynamoDBBackend, name, noting.get(name)), "gap 14")
         for name in atomic.OPERATIONS[DynamoDBBackend]
     ]
+
+
+# DynamoDB makes an Item for every write and a deep copy of every item a read answers with (and the speed patch a
+# Table per query): moto's instance tracking kept each one for the cloud's lifetime. Only moto's dashboard reads them.
+DYNAMODB_UNTRACKED = (
+    Patch(Item, "instances_tracked", UNKEPT, "gap 25"),
+    Patch(Table, "instances_tracked", UNKEPT, "gap 25"),
+)
 
 
 def events_atomic() -> list[Patch]:
@@ -210,6 +231,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             *step_functions(),
             *step_function_timers(clock),
             *dynamodb_atomic(),
+            *DYNAMODB_UNTRACKED,
             *events_atomic(),
             *routing_atomic(),
             Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),

@@ -444,20 +444,7 @@ def _shared_boto_client_for(region: str, service: str, state_credentials: Any = 
         return _clients[key]
 
 
-# --- the interpreter's threads (gap 23) -------------------------------------------------------------------------------
-class UnkeptThreads(list[threading.Thread]):
-    """moto's interpreter appends every thread it starts (an execution, a Parallel branch, a Map iteration, a
-    callback or timeout wait) to the list `TMP_THREADS` and never removes one; nothing reads the list. Every finished
-    thread stayed in memory for the cloud's lifetime, a branch's with its program's repr for a name (18 KB for each
-    of documents.asl.json's). This list keeps none: a thread is freed when it ends."""
-
-    def append(self, thread: threading.Thread) -> None:
-        pass
-
-
-UNKEPT_THREADS = UnkeptThreads()
-
-
+# --- the interpreter's modules that imported a name moto's patches replace ----------------------------------------
 def thread_registry_modules() -> list[Any]:
     """The modules of moto's interpreter that imported `TMP_THREADS` (each holds its own reference)."""
     return _interpreter_modules_with("TMP_THREADS")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,7 @@ import pytest
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 
@@ -158,3 +161,55 @@ def test_a_query_of_a_table_lists_only_its_partition_and_answers_as_moto_does() 
     # query is still moto's own
     assert set(moto_listed) == {200}
     assert max(listed[:-20]) <= 5 and set(listed[-20:]) == {200}
+
+
+# --- gap 25: DynamoDB keeps no copy of what it wrote or answered -----------------------------------------------------
+def _alive_after_reads(installed: patches.Patches) -> tuple[int, int]:
+    """How many more DynamoDB Item and Table objects are alive after 20 queries of a 10-item table (each answering 5
+    items) than before them, with `installed`."""
+
+    def alive() -> tuple[int, int]:
+        gc.collect()
+        objects = gc.get_objects()
+        return sum(isinstance(o, Item) for o in objects), sum(isinstance(o, Table) for o in objects)
+
+    with mock_aws(), installed:
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        dynamodb.create_table(
+            TableName="log",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "N"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for task, seq in itertools.product(range(2), range(5)):
+            dynamodb.put_item(TableName="log", Item={"pk": {"S": f"task-{task}"}, "sk": {"N": str(seq)}})
+        before = alive()
+        for n in range(20):
+            key = {":p": {"S": f"task-{n % 2}"}}
+            assert (
+                len(
+                    dynamodb.query(TableName="log", KeyConditionExpression="pk = :p", ExpressionAttributeValues=key)[
+                        "Items"
+                    ]
+                )
+                == 5
+            )
+        after = alive()
+        return after[0] - before[0], after[1] - before[1]
+
+
+def test_moto_alone_keeps_every_item_a_read_answered_with() -> None:
+    # When a table is queried 20 times on moto as it is (with the one-partition query)
+    items, tables = _alive_after_reads(patches.Patches(patches.SPEED))
+    # Then every copy the queries made is still alive: the 5 items each answered with, and its Table view
+    assert (items, tables) == (20 * 5, 20)
+
+
+def test_a_read_leaves_nothing_alive_once_answered() -> None:
+    # When a table is queried 20 times on the offline cloud
+    items, tables = _alive_after_reads(patches.Patches([*patches.SPEED, *patches.DYNAMODB_UNTRACKED]))
+    # Then no copy outlives its request: the cloud's memory does not grow with its reads
+    assert (items, tables) == (0, 0)
