@@ -1,4 +1,5 @@
-"""boto3 clients and resources, created once per container and only when first used (cold start matters)."""
+"""boto3 clients (one per container) and DynamoDB Table resources (one per thread), each created when first used (cold
+start matters)."""
 
 import threading
 from collections.abc import Callable, Iterator
@@ -46,8 +47,14 @@ def client(service: str) -> Any:
         return boto3.client(service)
 
 
-@cache
 def table(name: str) -> Any:
+    """The DynamoDB Table resource of this thread: boto3's resources, unlike its clients, must not be shared across
+    threads (the reconciler's workers each get their own; a function's one thread gets one)."""
+    return _table(name, threading.get_ident())
+
+
+@cache
+def _table(name: str, thread: int) -> Any:  # a thread's ident is reused only once that thread has ended
     with _CREATING:
         return boto3.resource("dynamodb").Table(name)
 

@@ -12,10 +12,11 @@ import importlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
@@ -519,6 +520,43 @@ def test_the_reconciler_describes_jobs_in_parallel_at_a_paced_rate(
     times = sorted(at for at, _ in started)
     assert times[-1] - times[0] >= 11 * 0.1 - 0.01
     assert {call["taskToken"] for call in sfn_spy.calls_to("send_task_heartbeat")} == {t.token for t in tasks}
+
+
+@pytest.fixture
+def dynamodb_calls(aws: Aws) -> Iterator[list[tuple[int, int]]]:
+    """Every DynamoDB call made by a client created from here on, as (thread, client)."""
+    calls: list[tuple[int, int]] = []
+
+    def record(request_signer: Any, **_: Any) -> None:
+        calls.append((threading.get_ident(), id(request_signer)))
+
+    events = boto3._get_default_session().events
+    events.register("before-call.dynamodb", record)
+    yield calls
+    events.unregister("before-call.dynamodb", record)
+
+
+def test_the_reconcilers_workers_share_no_dynamodb_resource(
+    dynamodb_calls: list[tuple[int, int]],
+    waiting_for: Callable[..., WaitingTask],
+    stubbed: Callable[[str], Stubber],
+    sfn_spy: ClientSpy,
+) -> None:
+    # Given twenty workflows waiting for translation jobs that finished
+    jobs = [Job("translate", f"{n:032x}", "translate", "describe_text_translation_job", {}) for n in range(20)]
+    tasks = [waiting_for(job) for job in jobs]
+    for job in jobs:
+        stubbed("translate").add_response(job.method, translate_job(job.job_id, "COMPLETED"))
+    # When the reconciler resumes them all, on its worker threads
+    assert reconcile() == {**NOTHING, "RESUMED": 20}
+    assert all(task.wait_until_closed()["status"] == "SUCCEEDED" for task in tasks)
+    # Then each thread made its token table calls through a client of its own: boto3's resources must not be
+    # shared across threads
+    threads_of: dict[int, set[int]] = {}
+    for thread, client in dynamodb_calls:
+        threads_of.setdefault(client, set()).add(thread)
+    assert len({thread for thread, _ in dynamodb_calls}) > 1
+    assert all(len(threads) == 1 for threads in threads_of.values()), threads_of
 
 
 def test_a_run_that_cannot_list_the_waiting_jobs_fails_with_the_transient_error_and_changes_nothing(

@@ -77,8 +77,15 @@ def job_key(service: str, job_id: str) -> str:
 
 
 class TokenStore:
+    """The token table. Its methods may run on several threads at once (the reconciler's workers): each call uses
+    its own thread's Table resource."""
+
     def __init__(self, table_name: str) -> None:
-        self._table = table(table_name)
+        self._table_name = table_name
+
+    @property
+    def _table(self) -> Any:
+        return table(self._table_name)
 
     def get(self, key: str) -> Entry | None:
         item = self._table.get_item(Key={"jobKey": key}, ConsistentRead=True).get("Item")
