@@ -189,14 +189,8 @@ def _alive_after_reads(installed: patches.Patches) -> tuple[int, int]:
         before = alive()
         for n in range(20):
             key = {":p": {"S": f"task-{n % 2}"}}
-            assert (
-                len(
-                    dynamodb.query(TableName="log", KeyConditionExpression="pk = :p", ExpressionAttributeValues=key)[
-                        "Items"
-                    ]
-                )
-                == 5
-            )
+            answer = dynamodb.query(TableName="log", KeyConditionExpression="pk = :p", ExpressionAttributeValues=key)
+            assert len(answer["Items"]) == 5
         after = alive()
         return after[0] - before[0], after[1] - before[1]
 
