@@ -1,4 +1,4 @@
-"""The offline cloud is linearizable where AWS is, under concurrent callers (docs/offline-cloud.md gaps 10-14, 21, 24).
+"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 8, 10-14, 21, 24 of offline-cloud.md).
 
 Each race is shown on moto alone (the unfixed method, kept by the fix) and with the offline cloud's fix, with the
 interleaving forced (a gate, a barrier and a tiny thread switch interval) rather than hoped for.
