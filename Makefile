@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract chaos demo local deploy redrive scan clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract chaos demo local preflight deploy redrive scan clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -88,7 +88,12 @@ demo: install
 local: install
 	$(PY) -m localcloud serve
 
-deploy: build
+# Read-only checks of the target account and Region (tools/preflight.py): one line per finding, with its fix; exits 1
+# when a finding blocks the deploy or a feature's first run.
+preflight: $(VENV)/.installed
+	$(PY) -m tools.preflight --config-env $(ENV)
+
+deploy: build preflight
 	$(SAM) deploy --config-env $(ENV)
 
 # Static security scan of the template (not in CI): checkov (the checks skipped on purpose, and why: .checkov.yaml)

@@ -15,6 +15,7 @@ from typing import Any
 
 from samtranslator.yaml_helper import yaml_parse
 
+from localcloud import account
 from localcloud.clock import Clock
 from localcloud.cloud import CloudConfig, LocalCloud, log_path
 from localcloud.simulators import Simulator
@@ -49,7 +50,11 @@ def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig,
     export workflow uses), on the clock the cloud will run on."""
     region = config.region
     healthlake = HealthLakeSimulator(region, delay_seconds=120, clock=clock, file_count=3, records_per_file=20)
-    parameters = {"HealthLakeDatastoreId": healthlake.create_datastore("callback-kit"), **config.parameters}
+    parameters = {
+        "HealthLakeDatastoreId": healthlake.create_datastore("callback-kit"),
+        **_fitting(account.profile(config.account)),
+        **config.parameters,
+    }
     simulated = [
         TranslateSimulator(region, delay_seconds=120, clock=clock),
         MacieSimulator(region, delay_seconds=180, clock=clock),
@@ -57,6 +62,15 @@ def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig,
         healthlake,
     ]
     return replace(config, parameters=parameters), simulated
+
+
+def _fitting(profile: account.AccountProfile) -> dict[str, str]:
+    """The parameters `make preflight` would advise for an account of this profile (docs/deploy.md): turn Macie on
+    where it is off; subscribe to Macie's log group where Macie made it already."""
+    return {
+        "EnableMacie": "false" if profile.macie_enabled else "true",
+        "CreateMacieLogGroup": "false" if profile.macie_log_group else "true",
+    }
 
 
 def serve(config: CloudConfig) -> int:

@@ -27,7 +27,7 @@ from typing import Any
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unused-ignore]
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
-from localcloud.deploy import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID
 
 Problem = tuple[str, str]  # (state name, message)
 TOP = "(top level)"

@@ -32,12 +32,14 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wsgi import LimitedStream
 
-from localcloud import events, lambda_faults, patches, pollers, simulators
+from localcloud import account, events, lambda_faults, patches, pollers, simulators
+from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, LambdaAccountSettings
 from localcloud.build import build_dir, ensure_built
 from localcloud.clock import Clock
-from localcloud.deploy import ACCOUNT_ID, Stack, deploy
+from localcloud.deploy import Stack, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
+from localcloud.simulators.macie import MacieSimulator
 
 LOG = logging.getLogger("localcloud")
 
@@ -82,6 +84,9 @@ class CloudConfig:
     # Opt-in faults inside every function's worker (the chaos run): a localcloud.lambda_faults configuration as JSON,
     # e.g. '{"seed": 7, "throttle": 0.05, "crash": 0.02}'; empty for none.
     faults: str = ""
+    # The kind of AWS account the cloud is (localcloud.account.PROFILES): "new" (a new account's quotas, Macie off)
+    # or "established".
+    account: str = "new"
 
     @classmethod
     def from_env(cls, **overrides: Any) -> CloudConfig:
@@ -96,6 +101,7 @@ class CloudConfig:
             "http_port": int(env.get("LOCALCLOUD_HTTP_PORT", "3000")),
             "speedup": float(env.get("LOCALCLOUD_SPEEDUP", "1")),
             "faults": env.get(lambda_faults.ENV, ""),
+            "account": env.get("LOCALCLOUD_ACCOUNT", "new"),
         }
         if "LOCALCLOUD_ACCESS_KEY_ID" in env:
             values["credentials"] = [
@@ -180,6 +186,7 @@ class _KeepAliveHandler(MotoRequestHandler):
 class LocalCloud:
     def __init__(self, config: CloudConfig, clock: Clock | None = None) -> None:
         self.config = config
+        self.account = Account(account.profile(config.account))  # a name no profile has fails here
         self.function_log = config.function_log or log_path(config.template, config.stack_name)
         self._log_file: TextIO | None = None
         self._log_lock = threading.Lock()
@@ -192,7 +199,7 @@ class LocalCloud:
             lambda_faults.parse(config.faults)  # a bad configuration fails here, not in every worker
             self.runtime.faults = config.faults
         self.faults: Counter[str] = Counter()  # faults the workers injected, by kind (lambda_faults.KINDS)
-        self._simulators: list[simulators.Simulator] = []  # the simulators add_simulator registered, stopped by stop()
+        self._simulators: list[simulators.Answerer] = []  # the simulators add_simulator registered, stopped by stop()
         self.stack: Stack
         if clock is not None and clock.speedup != config.speedup:
             raise ValueError(f"the clock runs at {clock.speedup}x, the config says {config.speedup}x")
@@ -238,10 +245,12 @@ class LocalCloud:
         os.environ["MOTO_PORT"] = str(self.server.port)
         self.runtime.endpoint = self.aws_endpoint
 
-        self.stack = deploy(built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts")
+        self._answer_for_the_account()
+        self.stack = deploy(
+            built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts", self.account
+        )
         self._configure_async_invokes()
         self._configure_logging()
-        self._create_subscription_filters()
         routes = self._http_routes()
         if routes:
             self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port, cfg.region)
@@ -304,9 +313,25 @@ class LocalCloud:
         except FunctionError as exc:
             return exc.payload, True
 
-    def add_simulator(self, simulator: simulators.Simulator) -> None:
+    def add_simulator(self, simulator: simulators.Answerer) -> None:
+        """Answer `simulator.service` with it, in this cloud's account."""
+        if isinstance(simulator, simulators.Simulator):
+            simulator.account = self.account
         simulators.register(simulator)
         self._simulators.append(simulator)
+
+    def _answer_for_the_account(self) -> None:
+        """What the account has before anything is deployed: its answer to Lambda's GetAccountSettings, Macie as the
+        account has it (moto's Macie is always on; a test's own MacieSimulator replaces this one), and Macie's job
+        log group where Macie has run jobs."""
+        self.add_simulator(LambdaAccountSettings(self.account, self.config.region))
+        self.add_simulator(MacieSimulator(self.config.region, clock=self.clock))
+        logs = self.client("logs")
+        if (
+            self.account.profile.macie_log_group
+            and not logs.describe_log_groups(logGroupNamePrefix=MACIE_LOG_GROUP)["logGroups"]
+        ):
+            logs.create_log_group(logGroupName=MACIE_LOG_GROUP)
 
     # --- wiring -----------------------------------------------------------------------------------------------------
     def _deliver(self, arn: str, payload: Any) -> None:
@@ -383,20 +408,6 @@ class LocalCloud:
                 self._log_file.flush()
             if self.config.echo_function_logs:
                 print(f"[{function_name}] {line}", file=sys.stderr, flush=True)
-
-    def _create_subscription_filters(self) -> None:
-        client = self.client("logs")
-        for resource in self.stack.of_type("AWS::Logs::SubscriptionFilter"):
-            props = resource.properties
-            group = props["LogGroupName"]
-            if not client.describe_log_groups(logGroupNamePrefix=group)["logGroups"]:
-                client.create_log_group(logGroupName=group)  # a service-owned group (e.g. Macie's) exists on AWS
-            client.put_subscription_filter(
-                logGroupName=group,
-                filterName=props.get("FilterName", resource.logical_id),
-                filterPattern=props.get("FilterPattern", ""),
-                destinationArn=props["DestinationArn"],
-            )
 
     def _http_routes(self) -> list[Route]:
         """Routes of every HttpApi, read from the OpenAPI body SAM generated (as API Gateway imports it)."""

@@ -83,8 +83,9 @@ def route_logs(log_file: Path) -> None:
     logging.getLogger().addHandler(to_file)
 
 
-def _documents_run(cloud: LocalCloud, folder: str) -> dict[str, Any]:
-    """Upload the demo documents under `folder`, run the documents workflow over them, return DescribeExecution."""
+def _documents_run(cloud: LocalCloud, folder: str, expect: str = "SUCCEEDED") -> dict[str, Any]:
+    """Upload the demo documents under `folder`, run the documents workflow over them, return DescribeExecution
+    (an AssertionError unless the execution ended `expect`)."""
     seed_documents(cloud, f"{folder}/input/")
     request = {
         "inputPrefix": f"{folder}/input/",
@@ -97,9 +98,29 @@ def _documents_run(cloud: LocalCloud, folder: str) -> dict[str, Any]:
         stateMachineArn=cloud.stack.outputs["DocumentsWorkflowArn"], input=json.dumps(request)
     )
     described = wait_for_execution(cloud, execution["executionArn"])
-    if described["status"] != "SUCCEEDED":
+    if described["status"] != expect:
         raise AssertionError(f"execution ended {described['status']}: {described.get('error')}")
     return described
+
+
+def macie_off_flow(cloud: LocalCloud) -> str:
+    """Macie off in the account (a new account's default): the documents workflow is refused before it starts a
+    job. The stack turned Macie on (EnableMacie=true); the flow turns it off, runs, and turns it on again."""
+    region = cloud.config.region
+    translate = TranslateSimulator(region, delay_seconds=120, clock=cloud.clock)
+    cloud.add_simulator(translate)
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=180, clock=cloud.clock))
+    macie = cloud.client("macie2")
+    macie.disable_macie()
+    print("    aws macie2 disable-macie")
+    try:
+        described = _documents_run(cloud, "demo-macie-off", expect="FAILED")
+    finally:
+        macie.enable_macie()
+    if described.get("error") != "Macie.NotEnabled" or translate.jobs:
+        raise AssertionError(f"ended {described.get('error')} with {len(translate.jobs)} Translate jobs started")
+    print(f"    {described['error']}: {described.get('cause')}")
+    return "refused with Macie.NotEnabled, no job started"
 
 
 def documents_flow(cloud: LocalCloud) -> str:
@@ -304,6 +325,7 @@ def extract_flow(cloud: LocalCloud, batches: int = 2, per_batch: int = 20) -> st
 
 FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
     ("Translate || Macie, resumed by their completion events, then pii tags", documents_flow),
+    ("Macie off in the account: the documents workflow refused before any job starts", macie_off_flow),
     ("Lost completion events, recovered by the reconciler", lost_events_flow),
     ("Scheduled HealthLake export, fanned out as events", export_flow),
     ("Async API: POST /task over SigV4, poll the status, fetch the result", lambda cloud: api_flow(cloud)),

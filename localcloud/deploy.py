@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import uuid
 import warnings
 import zipfile
 from dataclasses import dataclass, field
@@ -20,14 +21,13 @@ from typing import Any
 import boto3
 from moto.cloudformation import cloudformation_backends
 from moto.cloudformation.parsing import clean_json, get_model_map
-from moto.core.models import DEFAULT_ACCOUNT_ID
 from moto.stepfunctions.models import stepfunctions_backends
 from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 from samtranslator.model.exceptions import InvalidDocumentException
 from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
-ACCOUNT_ID = DEFAULT_ACCOUNT_ID  # moto's account: every resource of the offline cloud lives in it
+from localcloud.account import ACCOUNT_ID, Account, MacieAlreadyEnabledError
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
 EMULATED = {
@@ -35,6 +35,7 @@ EMULATED = {
     "AWS::ApiGatewayV2::Stage": "served by localcloud.httpapi ($default stage only)",
     "AWS::Lambda::EventInvokeConfig": "async retries and on-failure destination in localcloud.lambdas",
     "AWS::Logs::SubscriptionFilter": "created through the Logs API after the stack",
+    "AWS::Macie::Session": "enables Macie in the offline account (localcloud.account)",
 }
 
 # Accepted and not emulated: they change nothing a workflow or a test can observe offline.
@@ -68,6 +69,15 @@ class UnsupportedResourceError(Exception):
 
 class TemplateError(Exception):
     """The template fails to transform, exactly as `sam deploy` would refuse it."""
+
+
+class ResourceFailedError(Exception):
+    """A resource of the stack failed to create, with CloudFormation's reason (raised inside moto: gap 26)."""
+
+
+class StackRolledBackError(Exception):
+    """A resource failed as it fails on AWS (the account's rules, localcloud.account): the stack was rolled back and
+    deleted, and the message is CloudFormation's reason for the resource that failed."""
 
 
 @dataclass
@@ -154,9 +164,16 @@ def check_supported(cfn: dict[str, Any]) -> None:
 
 
 def deploy(
-    template_path: Path, stack_name: str, parameters: dict[str, str], region: str, artifact_bucket: str
+    template_path: Path,
+    stack_name: str,
+    parameters: dict[str, str],
+    region: str,
+    artifact_bucket: str,
+    account: Account | None = None,
 ) -> Stack:
-    """Package, transform and create the stack in moto; return its outputs and resolved resources."""
+    """Package, transform and create the stack in moto; return its outputs and resolved resources. What the account
+    refuses (localcloud.account; a new account's by default) rolls the stack back: StackRolledBackError."""
+    account = account or Account()
     sam_template = yaml_parse(template_path.read_text())
     packaged = package(sam_template, template_path.parent, artifact_bucket, region)
     cfn = translate(packaged, parameters)
@@ -166,16 +183,26 @@ def deploy(
     with warnings.catch_warnings():  # moto warns about each EMULATED/IGNORED type, already accounted for above
         warnings.simplefilter("ignore")
         logging.getLogger("moto").setLevel(logging.ERROR)
-        cfn_client.create_stack(
-            StackName=stack_name,
-            TemplateBody=json.dumps(cfn),
-            Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items() if k in declared],
-            Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
-        )
+        try:
+            cfn_client.create_stack(
+                StackName=stack_name,
+                TemplateBody=json.dumps(cfn),
+                Parameters=[{"ParameterKey": k, "ParameterValue": v} for k, v in parameters.items() if k in declared],
+                Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+            )
+        except ResourceFailedError as exc:
+            cfn_client.delete_stack(StackName=stack_name)
+            raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {exc}") from exc
     described = cfn_client.describe_stacks(StackName=stack_name)["Stacks"][0]
     if described["StackStatus"] != "CREATE_COMPLETE":
         raise TemplateError(f"stack {stack_name} ended {described['StackStatus']}")
     resources = _resources(cfn, described["StackId"], region)
+    refusal = _account_refusal(resources, account, region) or _create_subscription_filters(
+        resources, region, stack_name
+    )
+    if refusal:
+        cfn_client.delete_stack(StackName=stack_name)
+        raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {refusal}")
     _move_state_machines_to_executing_backend(resources, region)
     _enable_table_ttl(resources, region)
     _apply_bucket_lifecycle_rules(resources, region)
@@ -198,6 +225,50 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
         properties = clean_json(resource.get("Properties", {}), resource_map)
         resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties))
     return resources
+
+
+def _account_refusal(resources: list[Resource], account: Account, region: str) -> str | None:
+    """The first resource the account refuses, with CloudFormation's reason; None if it refuses none. Applies what
+    it accepts (AWS::Macie::Session enables Macie)."""
+    reservations = [
+        (r.logical_id, int(r.properties["ReservedConcurrentExecutions"]))
+        for r in resources
+        if r.type == "AWS::Lambda::Function" and "ReservedConcurrentExecutions" in r.properties
+    ]
+    refused = account.reservation_refusal(reservations)
+    if refused:
+        return f'{refused[0]}: Resource handler returned message: "{refused[1]}" (InvalidParameterValueException)'
+    for resource in resources:
+        if resource.type == "AWS::Macie::Session":
+            try:
+                account.enable_macie(region)
+            except MacieAlreadyEnabledError as exc:
+                return f'{resource.logical_id}: Resource handler returned message: "{exc}" (ConflictException)'
+    return None
+
+
+def _create_subscription_filters(resources: list[Resource], region: str, stack_name: str) -> str | None:
+    """Put each subscription filter through the Logs API, as CloudFormation does (a filter without FilterName gets a
+    name of the stack's own, so two stacks' filters are two filters); the first one Logs refuses (a log group that
+    does not exist, a group with two filters already), with CloudFormation's reason."""
+    client = boto3.client("logs", region_name=region)
+    for resource in resources:
+        if resource.type != "AWS::Logs::SubscriptionFilter":
+            continue
+        props = resource.properties
+        try:
+            client.put_subscription_filter(
+                logGroupName=props["LogGroupName"],
+                filterName=props.get(
+                    "FilterName", f"{stack_name}-{resource.logical_id}-{uuid.uuid4().hex[:12].upper()}"
+                ),
+                filterPattern=props.get("FilterPattern", ""),
+                destinationArn=props["DestinationArn"],
+            )
+        except client.exceptions.ClientError as exc:
+            error = exc.response["Error"]
+            return f'{resource.logical_id}: Resource handler returned message: "{error["Message"]}" ({error["Code"]})'
+    return None
 
 
 def _move_state_machines_to_executing_backend(resources: list[Resource], region: str) -> None:

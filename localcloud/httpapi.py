@@ -53,7 +53,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
 
-from localcloud.deploy import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID
 
 logger = logging.getLogger(__name__)
 

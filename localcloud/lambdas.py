@@ -49,8 +49,8 @@ from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_back
 from moto.core.exceptions import JsonRESTError
 
 from localcloud import lambda_faults
+from localcloud.account import ACCOUNT_ID
 from localcloud.build import PROJECT_ROOT
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential
 
 LOG = logging.getLogger("localcloud.lambda")

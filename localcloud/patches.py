@@ -15,11 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import moto.cloudformation.parsing
 import moto.core.responses
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation.parsing import ResourceMap
+from moto.core.exceptions import JsonRESTError, ServiceException
 from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
@@ -50,6 +52,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 
 from localcloud import atomic, events, logs, pollers, sfn
 from localcloud.clock import Clock
+from localcloud.deploy import ResourceFailedError
 from localcloud.lambdas import LambdaRuntime
 
 _MISSING = object()
@@ -222,6 +225,26 @@ def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> li
     ]
 
 
+# --- CloudFormation ---------------------------------------------------------------------------------------------------
+_moto_create_resource = moto.cloudformation.parsing.parse_and_create_resource
+
+
+def _create_resource_or_fail(logical_id: str, resource_json: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """Gap 26: a resource its service refuses (a log group whose fixed name exists) fails the stack, named, as on AWS:
+    moto let the service's error out of CreateStack, in the service's protocol, which the CloudFormation client
+    cannot read, and kept the half-made stack."""
+    try:
+        return _moto_create_resource(logical_id, resource_json, *args, **kwargs)
+    except (JsonRESTError, ServiceException) as exc:
+        code = exc.error_type if isinstance(exc, JsonRESTError) else exc.code
+        if code.endswith("AlreadyExistsException"):
+            _, _, name = moto.cloudformation.parsing.parse_resource_and_generate_name(logical_id, resource_json, *args)
+            reason = f"Resource of type '{resource_json['Type']}' with identifier '{name}' already exists."
+        else:
+            reason = f'Resource handler returned message: "{exc.message}" ({code})'
+        raise ResourceFailedError(f"{logical_id}: {reason}") from exc
+
+
 def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
     (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
@@ -238,6 +261,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),
             *event_delivery(deliver, send_to),
+            Patch(moto.cloudformation.parsing, "parse_and_create_resource", _create_resource_or_fail, "gap 26"),
         ]
     )
 

@@ -69,6 +69,7 @@ SDK_SERVICE_NAMES = {
 }
 SDK_ERROR_PREFIXES = {
     "dynamodb": "DynamoDb",
+    "macie2": "Macie2",  # the documents workflow's CheckMacie catches Macie2.AccessDeniedException (Macie is off)
     "sfn": "Sfn",
     "bedrockdataautomationruntime": "BedrockDataAutomationRuntime",
 }

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from http import HTTPStatus
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import boto3
@@ -28,6 +28,7 @@ import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.model import OperationModel, ServiceModel
 
+from localcloud.account import Account
 from localcloud.clock import Clock, Timer
 from localcloud.events import as_service
 
@@ -64,6 +65,7 @@ class Simulator:
         self.delay_seconds = delay_seconds
         self.clock = clock or Clock()  # the offline cloud's (LocalCloud.clock), or real time
         self.outcome = outcome
+        self.account = Account()  # the account it answers in: a new one, until LocalCloud.add_simulator gives its own
         self.jobs: dict[str, Any] = {}  # subclasses declare their job type
         self._by_token: dict[str, str] = {}
         self._lock = threading.RLock()
@@ -148,7 +150,25 @@ class Simulator:
         return method(params)  # type: ignore[no-any-return]
 
 
-_active: dict[str, tuple[Simulator, ServiceModel]] = {}  # by botocore service id, hyphenized
+class Answerer(Protocol):
+    """What the registry answers a service's calls with: a Simulator, or an answerer of a few operations of a service
+    moto serves (`partial`: the operations it does not define go on to moto, e.g. localcloud.account's
+    LambdaAccountSettings)."""
+
+    service: ClassVar[str]
+
+    def handle(self, operation: OperationModel, params: dict[str, Any]) -> dict[str, Any]: ...
+
+    def settle(self, timeout: float = 10.0) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+def _answers(answerer: Answerer, operation: OperationModel) -> bool:
+    return not getattr(answerer, "partial", False) or hasattr(answerer, operation.name)
+
+
+_active: dict[str, tuple[Answerer, ServiceModel]] = {}  # by botocore service id, hyphenized
 _session_lock = threading.Lock()  # boto3 sessions are not thread-safe: every client is made under it
 
 
@@ -194,7 +214,7 @@ def _scalar(value: str, type_name: str) -> Any:
 
 
 def _answer(
-    simulator: Simulator, operation: OperationModel, params: dict[str, Any]
+    simulator: Answerer, operation: OperationModel, params: dict[str, Any]
 ) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body of the simulator's answer to one call, in the service's JSON protocols."""
     try:
@@ -222,6 +242,8 @@ def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) ->
         return None
     simulator, model = _active[service_id]
     operation = model.operation_model(operation_name)
+    if not _answers(simulator, operation):
+        return None
     status, headers, body = _answer(simulator, operation, _params(request.body, request.url, operation))
     return AWSResponse(request.url, status, headers, _Raw(body))
 
@@ -244,7 +266,7 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
     return serve
 
 
-def _operation_of(environ: dict[str, Any]) -> tuple[Simulator, OperationModel] | None:
+def _operation_of(environ: dict[str, Any]) -> tuple[Answerer, OperationModel] | None:
     scope = re.search(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request", environ.get("HTTP_AUTHORIZATION", ""))
     if scope is None:
         return None
@@ -253,12 +275,13 @@ def _operation_of(environ: dict[str, Any]) -> tuple[Simulator, OperationModel] |
             continue
         target = environ.get("HTTP_X_AMZ_TARGET")
         if target:
-            return simulator, model.operation_model(target.rpartition(".")[2])
+            operation = model.operation_model(target.rpartition(".")[2])
+            return (simulator, operation) if _answers(simulator, operation) else None
         path, method = urlsplit(_raw_uri(environ)).path, environ.get("REQUEST_METHOD", "GET")
         for name in model.operation_names:
             operation = model.operation_model(name)
             if operation.http.get("method") == method and _uri_pattern(operation).fullmatch(path):
-                return simulator, operation
+                return (simulator, operation) if _answers(simulator, operation) else None
     return None
 
 
@@ -278,7 +301,7 @@ class _Raw:
         yield self.data
 
 
-def register(simulator: Simulator) -> None:
+def register(simulator: Answerer) -> None:
     """Answer `simulator.service` from now on, for clients of every botocore session created after this module was
     imported. A simulator it replaces is stopped: its jobs end there, and none of its events arrives later."""
     model = botocore.session.get_session().get_service_model(simulator.service)
@@ -297,7 +320,7 @@ def _install() -> None:
 
 def active(service: str) -> Simulator | None:
     """The simulator currently answering `service` (botocore's name, e.g. "healthlake"), if any."""
-    return next((simulator for simulator, _ in _active.values() if simulator.service == service), None)
+    return next((s for s, _ in _active.values() if isinstance(s, Simulator) and s.service == service), None)
 
 
 def settle_all(timeout: float = 10.0) -> None:
@@ -306,7 +329,7 @@ def settle_all(timeout: float = 10.0) -> None:
         simulator.settle(timeout)
 
 
-def unregister(simulator: Simulator) -> None:
+def unregister(simulator: Answerer) -> None:
     """Stop `simulator` and stop answering with it; the other simulators (another cloud's, say) go on."""
     simulator.stop()
     for service, (registered, _) in list(_active.items()):

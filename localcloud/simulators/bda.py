@@ -53,8 +53,8 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.shapes import data_automation_status
 from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 

@@ -91,8 +91,8 @@ from urllib.parse import parse_qsl, unquote
 import boto3
 from botocore.exceptions import ClientError
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.lambdas import EXECUTION_ROLE
 from localcloud.shapes import fhir_export_job

@@ -7,6 +7,12 @@ request/response shapes (macie2 is a rest-json service; its timestamps travel as
 turns into datetimes). Other macie2 operations (EnableMacie, GetMacieSession, ...) answer `InvalidAction` while the
 simulator is registered.
 
+Macie answers only where it is enabled (per account and Region: localcloud.account; a new account has it off). Until
+then every operation but EnableMacie is AccessDeniedException (403) "Macie is not enabled.", as Macie answers.
+    EnableMacie               turns Macie on; where it is on already, ConflictException.
+    GetMacieSession           {status ENABLED, findingPublishingFrequency, serviceRole, createdAt, updatedAt}.
+    DisableMacie              turns Macie off (its jobs and findings stay here, unlike on AWS).
+
 Operations:
     CreateClassificationJob   ONE_TIME jobs only; idempotent on clientToken (the retry returns the same job).
                               Answers {jobArn, jobId}; jobId is 32 hex characters, jobArn
@@ -109,15 +115,17 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
+from botocore.model import OperationModel
 
+from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, MacieAlreadyEnabledError
 from localcloud.clock import Clock
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 from localcloud.simulators import ServiceError, Simulator
 
 EVENT_SOURCE = "aws.macie"
 FINDING_DETAIL_TYPE = "Macie Finding"
-LOG_GROUP = "/aws/macie/classificationjobs"
+LOG_GROUP = MACIE_LOG_GROUP
+SERVICE_ROLE = "AWSServiceRoleForAmazonMacie"  # the service-linked role EnableMacie creates
 BUCKET_ERRORS = (
     "BUCKET_ACCESS_DENIED",
     "BUCKET_DETAILS_UNAVAILABLE",
@@ -285,6 +293,31 @@ class MacieSimulator(Simulator):
         self._log_streams: set[str] = set()  # the jobs whose log stream is made
 
     # --- operations -------------------------------------------------------------------------------------------
+
+    def handle(self, operation: OperationModel, params: dict[str, Any]) -> dict[str, Any]:
+        if operation.name != "EnableMacie" and not self.account.macie_enabled(self.region):
+            raise ServiceError("AccessDeniedException", "Macie is not enabled.", 403)
+        return super().handle(operation, params)
+
+    def EnableMacie(self, params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            self.account.enable_macie(self.region)
+        except MacieAlreadyEnabledError as exc:
+            raise ServiceError("ConflictException", str(exc), 409) from exc
+        return {}
+
+    def DisableMacie(self, params: dict[str, Any]) -> dict[str, Any]:
+        self.account.disable_macie(self.region)
+        return {}
+
+    def GetMacieSession(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "status": "ENABLED",
+            "findingPublishingFrequency": "FIFTEEN_MINUTES",
+            "serviceRole": f"arn:aws:iam::{ACCOUNT_ID}:role/aws-service-role/macie.amazonaws.com/{SERVICE_ROLE}",
+            "createdAt": iso(self.now()),
+            "updatedAt": iso(self.now()),
+        }
 
     def CreateClassificationJob(self, params: dict[str, Any]) -> dict[str, Any]:
         _validate(params)

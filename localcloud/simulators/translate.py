@@ -38,8 +38,8 @@ from typing import Any, ClassVar
 
 from botocore.exceptions import ClientError
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.shapes import (
     TRANSLATE_REQUEST_FIELDS,
     text_translation_job,

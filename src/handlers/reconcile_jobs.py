@@ -1,4 +1,5 @@
-"""Scheduled: resumes finished jobs whose completion event never came; heartbeats the ones still running."""
+"""Scheduled: resumes finished jobs whose completion event never came; heartbeats the ones still running. One run at
+a time (a lease): a tick during a long pass is skipped, the next one runs."""
 
 from functools import cache
 from typing import Any
@@ -8,6 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from shared.aws import transient_errors
 from shared.callback.reconcile import Reconciler
 from shared.callback.service import callbacks
+from shared.lease import single_flight
 from shared.observability import instrumented
 from shared.settings import callback_settings
 
@@ -18,6 +20,7 @@ def reconciler() -> Reconciler:
 
 
 @instrumented
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
-    with transient_errors():  # listing the waiting jobs failed: the next scheduled run is the retry
-        return reconciler().run()
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # listing the waiting jobs (or taking the lease) failed: the next scheduled run is the retry
+    with transient_errors(), single_flight("reconcile-jobs", context) as held:
+        return reconciler().run() if held else {"skipped": True}

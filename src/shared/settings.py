@@ -97,3 +97,14 @@ class AdmissionSettings(BaseModel):
 @cache
 def admission_settings() -> AdmissionSettings:
     return AdmissionSettings.model_validate(dict(os.environ))
+
+
+class LeaseSettings(BaseModel):
+    """The scheduled functions that run one at a time (template.yaml, LeaseTable)."""
+
+    table_name: str = Field(alias="LEASE_TABLE", min_length=1)
+
+
+@cache
+def lease_settings() -> LeaseSettings:
+    return LeaseSettings.model_validate(dict(os.environ))

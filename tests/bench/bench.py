@@ -42,9 +42,9 @@ from typing import Any
 
 from moto.dynamodb.models import DynamoDBBackend
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import SignedClient, route_logs, seed_documents
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.lambdas import FunctionSpec, runtime_python
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
@@ -602,7 +602,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     sizes = [50, 100] if args.quick else [int(s) for s in args.sizes.split(",")]
-    parameters = {"ReconcileAfterSeconds": "100000", "LogLevel": "WARN", "TaskTimeoutSeconds": "3600"}
+    # EnableMacie: the cloud is a new account (Macie off); the HTTP load runs documents tasks.
+    parameters = {
+        "ReconcileAfterSeconds": "100000",
+        "LogLevel": "WARN",
+        "TaskTimeoutSeconds": "3600",
+        "EnableMacie": "true",
+    }
     out = ROOT / ".aws-sam" / "bench"
     out.mkdir(parents=True, exist_ok=True)
     config = CloudConfig(

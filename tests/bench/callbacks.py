@@ -25,8 +25,8 @@ from typing import Any
 
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import LocalCloud
-from localcloud.deploy import ACCOUNT_ID
 from localcloud.events import as_service
 from localcloud.lambdas import Worker
 

@@ -13,7 +13,7 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from localcloud.deploy import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID
 from localcloud.simulators import settle_all, unregister_all
 
 REGION = "us-east-1"

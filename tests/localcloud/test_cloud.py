@@ -30,8 +30,9 @@ from botocore.credentials import Credentials
 from moto.dynamodb.models.table import Table
 
 from localcloud import logs, simulators
+from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
-from localcloud.deploy import ACCOUNT_ID, TemplateError, UnsupportedResourceError, deploy
+from localcloud.deploy import TemplateError, UnsupportedResourceError, deploy
 from localcloud.events import next_fire, render_input_template
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
@@ -583,17 +584,18 @@ def test_ttl_turned_on_later_expires_the_items_written_before(cloud: LocalCloud)
 
 # --- 7. Logs subscription ---------------------------------------------------------------------------------------------
 def test_log_subscription_delivers_only_matching_events(cloud: LocalCloud) -> None:
-    # Given RecorderFunction subscribed to /fixture/jobs with a JSON filter on eventType
+    # Given RecorderFunction subscribed to its stack's /fixture/<stack>/jobs with a JSON filter on eventType
+    group = f"/fixture/{cloud.stack.name}/jobs"
     client = cloud.client("logs")
     stream = f"test-{uuid.uuid4()}"
-    client.create_log_stream(logGroupName="/fixture/jobs", logStreamName=stream)
+    client.create_log_stream(logGroupName=group, logStreamName=stream)
     job = str(uuid.uuid4())
     matching = json.dumps({"eventType": "JOB_COMPLETED", "jobId": job})
     unrelated = json.dumps({"eventType": "JOB_STARTED", "jobId": job})
     # When a matching and an unrelated event are logged
     now = int(time.time() * 1000)
     client.put_log_events(
-        logGroupName="/fixture/jobs",
+        logGroupName=group,
         logStreamName=stream,
         logEvents=[
             {"timestamp": now, "message": matching},
@@ -609,7 +611,7 @@ def test_log_subscription_delivers_only_matching_events(cloud: LocalCloud) -> No
         what="the subscription delivery",
     )
     data = json.loads(_awslogs(record[0]))
-    assert (data["messageType"], data["logGroup"], data["logStream"]) == ("DATA_MESSAGE", "/fixture/jobs", stream)
+    assert (data["messageType"], data["logGroup"], data["logStream"]) == ("DATA_MESSAGE", group, stream)
     assert [e["message"] for e in data["logEvents"]] == [matching]
 
 

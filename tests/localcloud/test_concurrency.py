@@ -28,7 +28,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
 from localcloud import events, patches, sfn
-from localcloud.deploy import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID
 from tests.localcloud.simulated import wait_for
 
 REGION = "us-east-1"

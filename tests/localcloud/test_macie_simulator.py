@@ -38,13 +38,41 @@ def aws() -> Iterator[None]:
 
 @pytest.fixture
 def simulate(aws: None) -> Callable[..., Any]:
-    """Register a MacieSimulator with the given knobs and return a `macie2` client answered by it."""
+    """Register a MacieSimulator with the given knobs and return a `macie2` client answered by it, with Macie
+    enabled (the simulator's account is a new one, where it is off)."""
 
     def make(**knobs: Any) -> Any:
         register(MacieSimulator(REGION, **{"delay_seconds": DELAY, "clock": Clock(SPEEDUP), **knobs}))
-        return client("macie2")
+        macie = client("macie2")
+        macie.enable_macie()
+        return macie
 
     return make
+
+
+def test_macie_refuses_every_call_until_it_is_enabled(aws: None) -> None:
+    # Given Macie in a new account, where it is off
+    register(MacieSimulator(REGION, delay_seconds=DELAY, clock=Clock(SPEEDUP)))
+    macie = client("macie2")
+    put_documents(in__a=PERSONAL)
+
+    # When a job is created, and the session asked for, before Macie is enabled
+    with pytest.raises(macie.exceptions.AccessDeniedException, match="Macie is not enabled"):
+        create(macie)
+    with pytest.raises(macie.exceptions.AccessDeniedException, match="Macie is not enabled"):
+        macie.get_macie_session()
+
+    # Then EnableMacie turns it on, once: a second EnableMacie is a conflict, and jobs run
+    macie.enable_macie()
+    assert macie.get_macie_session()["status"] == "ENABLED"
+    with pytest.raises(macie.exceptions.ConflictException):
+        macie.enable_macie()
+    assert finished(macie, create(macie))["jobStatus"] == "COMPLETE"
+
+    # And DisableMacie turns it off again
+    macie.disable_macie()
+    with pytest.raises(macie.exceptions.AccessDeniedException):
+        create(macie)
 
 
 def put_documents(**documents: str) -> None:

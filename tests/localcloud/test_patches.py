@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from botocore.parsers import ResponseParserError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.dynamodb.models import DynamoDBBackend
@@ -207,3 +209,16 @@ def test_a_read_leaves_nothing_alive_once_answered() -> None:
     items, tables = _alive_after_reads(patches.Patches([*patches.SPEED, *patches.DYNAMODB_UNTRACKED]))
     # Then no copy outlives its request: the cloud's memory does not grow with its reads
     assert (items, tables) == (0, 0)
+
+
+def test_gap_26_moto_alone_answers_a_failed_resource_unreadably_and_keeps_the_stack() -> None:
+    # Given moto without the offline cloud's patches, and a log group that exists
+    template = {"Resources": {"Group": {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": "/taken"}}}}
+    with mock_aws():
+        boto3.client("logs", region_name="us-east-1").create_log_group(logGroupName="/taken")
+        cfn = boto3.client("cloudformation", region_name="us-east-1")
+        # When a stack creates a group of that name
+        with pytest.raises(ResponseParserError):
+            cfn.create_stack(StackName="taken", TemplateBody=json.dumps(template))
+        # Then moto answered Logs' error in Logs' protocol, and kept the half-made stack (AWS rolls it back)
+        assert [s["StackName"] for s in cfn.describe_stacks()["Stacks"]] == ["taken"]

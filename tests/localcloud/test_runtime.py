@@ -32,7 +32,10 @@ FIXTURE = Path(__file__).parent / "fixtures" / "runtime" / "template.yaml"
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCloud]:
     log = tmp_path_factory.mktemp("runtime") / "functions.log"
-    config = CloudConfig(template=FIXTURE, stack_name="runtime", aws_port=0, http_port=0, function_log=log)
+    # An established account: the fixture reserves concurrency, which a new account refuses (test_account.py)
+    config = CloudConfig(
+        template=FIXTURE, stack_name="runtime", aws_port=0, http_port=0, function_log=log, account="established"
+    )
     with LocalCloud(config) as running:
         yield running
 

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from localcloud.deploy import ACCOUNT_ID, Resource, Stack, deploy
+from localcloud.account import ACCOUNT_ID
+from localcloud.deploy import Resource, Stack, deploy
 from localcloud.lambda_bootstrap import LambdaContext
 
 if TYPE_CHECKING:

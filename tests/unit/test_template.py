@@ -247,8 +247,39 @@ def test_the_api_logs_access_and_throttles_its_default_route() -> None:
     assert {"ThrottlingRateLimit", "ThrottlingBurstLimit"} <= set(api["DefaultRouteSettings"])
 
 
-def test_scheduled_functions_never_overlap_themselves() -> None:
-    for logical_id, function in resources("AWS::Serverless::Function").items():
-        events = function["Properties"].get("Events", {}).values()
-        if any(e["Type"] == "Schedule" for e in events):
-            assert function["Properties"].get("ReservedConcurrentExecutions") == 1, logical_id
+def test_no_function_reserves_concurrency() -> None:
+    # Then no function declares ReservedConcurrentExecutions: a new account (quota 10, unreserved minimum 10) refuses
+    # any reservation at CreateFunction and the whole stack rolls back
+    reserving = [
+        logical_id
+        for logical_id, function in resources("AWS::Serverless::Function", "AWS::Lambda::Function").items()
+        if "ReservedConcurrentExecutions" in function.get("Properties", {})
+    ]
+    assert reserving == []
+    assert "ReservedConcurrentExecutions" not in str(template()["Globals"])
+
+
+def test_scheduled_functions_that_must_not_overlap_hold_a_lease() -> None:
+    # Given the scheduled functions that must run one at a time (src/shared/lease.py)
+    single_flight = {"ReconcileJobsFunction", "StartAdmittedFunction", "SweepPermitsFunction"}
+    scheduled = {
+        logical_id
+        for logical_id, function in resources("AWS::Serverless::Function").items()
+        if any(e["Type"] == "Schedule" for e in function["Properties"].get("Events", {}).values())
+    }
+    assert single_flight <= scheduled
+    lease_table = {"Fn::GetAtt": ["LeaseTable", "Arn"]}
+    for logical_id in single_flight:
+        function = resources("AWS::Serverless::Function")[logical_id]["Properties"]
+        # Then each is told its lease table, and may take, give back and read its lease there, and nothing more
+        assert function["Environment"]["Variables"]["LEASE_TABLE"] == {"Ref": "LeaseTable"}, logical_id
+        on_leases = [s for f, s in statements() if f == logical_id and lease_table in as_list(s["Resource"])]
+        assert [set(as_list(s["Action"])) for s in on_leases] == [
+            {"dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:GetItem"}
+        ], logical_id
+    # And the lease table is keyed by the lease's name, and its expired leases vanish (TTL on expiresAt)
+    table = resources("AWS::DynamoDB::Table")["LeaseTable"]["Properties"]
+    assert table["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    # And no other function touches it
+    assert {f for f, s in statements() if lease_table in as_list(s["Resource"])} == single_flight

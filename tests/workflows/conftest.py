@@ -36,6 +36,7 @@ PARAMETERS = {
     "ExportHeartbeatSeconds": str(8 * SPEEDUP),  # > the re-check delay, with room for a loaded 2-core machine
     "ExportTimeoutSeconds": str(15 * SPEEDUP),  # a stuck export fails quickly
     "DataAutomationMaxConcurrentJobs": "5",  # the quota of most Regions (the simulated BDA enforces what a test sets)
+    "EnableMacie": "true",  # the cloud is a new account (Macie off): the stack turns Macie on
     "LogLevel": "WARN",
 }
 

@@ -8,6 +8,7 @@ import json
 import uuid
 from typing import Any
 
+from localcloud import simulators
 from localcloud.cloud import LocalCloud
 from localcloud.demo import wait_for_execution
 from localcloud.simulators import settle_all
@@ -92,11 +93,12 @@ def job_ids(cloud: LocalCloud, execution_arn: str) -> list[str]:
 
 def started(cloud: LocalCloud, execution_arn: str) -> dict[str, str]:
     """The job ids an execution has started so far, by the task's resource type (e.g. `aws-sdk:macie2`)."""
-    return {
-        e["taskSucceededEventDetails"]["resourceType"]: json.loads(e["taskSucceededEventDetails"]["output"])["JobId"]
+    outputs = {
+        e["taskSucceededEventDetails"]["resourceType"]: json.loads(e["taskSucceededEventDetails"]["output"])
         for e in history(cloud, execution_arn)
         if e["type"] == "TaskSucceeded" and e["taskSucceededEventDetails"]["resourceType"].startswith("aws-sdk:")
     }
+    return {service: output["JobId"] for service, output in outputs.items() if "JobId" in output}
 
 
 def tokens_left(cloud: LocalCloud, job_key: str) -> list[dict[str, Any]]:
@@ -126,6 +128,24 @@ def test_happy_path_translates_classifies_and_tags(cloud: LocalCloud) -> None:
     # And no token is left behind for either job
     assert not tokens_left(cloud, f"translate#{output['translation']['jobId']}")
     assert not tokens_left(cloud, f"macie#{output['classification']['jobId']}")
+
+
+def test_with_macie_off_the_workflow_fails_before_it_starts_any_job(cloud: LocalCloud) -> None:
+    # Given an account where Macie is off (the stack turned it on; someone turned it off since)
+    simulate(cloud)
+    macie = cloud.client("macie2")
+    macie.disable_macie()
+    try:
+        # When the workflow runs
+        described = Run(cloud).run()
+    finally:
+        macie.enable_macie()
+    # Then it fails with a named error that says what to do
+    assert (described["status"], described["error"]) == ("FAILED", "Macie.NotEnabled"), described
+    assert "EnableMacie=true" in described["cause"]
+    # And it started no job: no Translate job runs on with nothing waiting for it
+    assert started(cloud, described["executionArn"]) == {}
+    assert not simulators.active("translate").jobs  # type: ignore[union-attr]
 
 
 def test_lifecycle_rules_expire_documents_by_their_pii_tag(cloud: LocalCloud) -> None:

@@ -34,10 +34,11 @@ def cloud() -> Iterator[LocalCloud]:
             # with no reconciler to heartbeat them, waiting tasks outlive the test (a day is 24 real minutes)
             "HeartbeatSeconds": "86400",
             "LogLevel": "WARN",
-            # Macie's log group is the account's: the session's stack may have made it already
+            # an established account has Macie on and its log group there (the session's stack may have made it)
             "CreateMacieLogGroup": "false",
         },
         async_retry_delay_seconds=0.1,
+        account="established",
     )
     with LocalCloud(config) as running:
         yield running

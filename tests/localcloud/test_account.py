@@ -1,0 +1,120 @@
+"""The offline cloud is an account with AWS's rules (localcloud.account): a new one by default, where a first
+`sam deploy` meets a small Lambda concurrency quota and Macie off. Each rule here refuses what AWS refuses, in AWS's
+words, and rolls the stack back; without the rule the same deploy succeeds offline and fails on AWS."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from localcloud.account import ESTABLISHED, MACIE_LOG_GROUP, NEW, Account, LambdaAccountSettings
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.deploy import StackRolledBackError, deploy
+
+REGION = "us-east-1"
+TEMPLATE = Path(__file__).parent / "fixtures" / "account" / "template.yaml"
+
+
+def deploy_fixture(account: Account, **parameters: str) -> str:
+    """Deploy the fixture with `parameters` into `account`; the stack's name."""
+    name = f"account-{uuid.uuid4().hex[:8]}"
+    deploy(TEMPLATE, name, parameters, REGION, f"{name}-artifacts", account)
+    return name
+
+
+def stack_names(cloud: LocalCloud) -> set[str]:
+    return {s["StackName"] for s in cloud.client("cloudformation").describe_stacks()["Stacks"]}
+
+
+def test_a_new_account_refuses_any_reserved_concurrency_and_rolls_the_stack_back(cloud: LocalCloud) -> None:
+    # Given a new account: quota 10, the whole of it kept unreserved
+    settings = cloud.client("lambda").get_account_settings()["AccountLimit"]
+    assert settings["ConcurrentExecutions"] == 10
+    # When a stack reserves one execution for a function
+    with pytest.raises(StackRolledBackError) as raised:
+        deploy_fixture(Account(NEW), Reserved="1")
+    # Then it rolls back with Lambda's own message, and leaves no stack behind
+    assert str(raised.value).endswith(
+        'Worker: Resource handler returned message: "Specified ReservedConcurrentExecutions for function decreases '
+        "account's UnreservedConcurrentExecution below its minimum value of [10].\" (InvalidParameterValueException)"
+    )
+    assert not any(name.startswith("account-") for name in stack_names(cloud))
+
+
+def test_an_established_account_grants_a_reservation_and_reports_what_is_left(cloud: LocalCloud) -> None:
+    # Given an established account (quota 1,000, 100 kept unreserved)
+    account = Account(ESTABLISHED)
+    # When a stack reserves 900, and another one more
+    deploy_fixture(account, Reserved="900")
+    # Then the first fits and the second does not (1,000 - 900 - 1 < 100)
+    with pytest.raises(StackRolledBackError, match=r"minimum value of \[100\]"):
+        deploy_fixture(account, Reserved="901")
+
+
+def test_get_account_settings_answers_the_quota_and_what_is_unreserved(cloud: LocalCloud) -> None:
+    # Given the reservations the Region's functions hold
+    lambda_ = cloud.client("lambda")
+    functions = [f["FunctionName"] for f in lambda_.list_functions()["Functions"]]
+    reserved = sum(
+        lambda_.get_function_concurrency(FunctionName=f).get("ReservedConcurrentExecutions", 0) for f in functions
+    )
+    # When GetAccountSettings is asked in a new and in an established account
+    new = lambda_.get_account_settings()["AccountLimit"]
+    established = LambdaAccountSettings(Account(ESTABLISHED), REGION).GetAccountSettings({})["AccountLimit"]
+    # Then each answers its quota, less what is reserved
+    assert (new["ConcurrentExecutions"], new["UnreservedConcurrentExecutions"]) == (10, 10 - reserved)
+    assert (established["ConcurrentExecutions"], established["UnreservedConcurrentExecutions"]) == (
+        1000,
+        1000 - reserved,
+    )
+
+
+def test_a_macie_session_enables_macie_in_a_new_account_and_fails_where_it_is_on(cloud: LocalCloud) -> None:
+    # Given a new account, where Macie refuses every call
+    macie = cloud.client("macie2")
+    with pytest.raises(macie.exceptions.AccessDeniedException, match="Macie is not enabled"):
+        macie.get_macie_session()
+    # When a stack with AWS::Macie::Session is deployed into it
+    deploy_fixture(cloud.account, EnableMacie="true")
+    # Then Macie is on
+    assert macie.get_macie_session()["status"] == "ENABLED"
+    # And a second stack with a session fails, as it does where Macie is on already
+    with pytest.raises(StackRolledBackError, match=r"MacieSession: .*already enabled.*\(ConflictException\)"):
+        deploy_fixture(cloud.account, EnableMacie="true")
+    macie.disable_macie()
+
+
+def test_a_log_group_with_a_fixed_name_that_exists_fails_the_stack(cloud: LocalCloud) -> None:
+    # Given an account where Macie's job log group exists (Macie ran a job, or a deleted stack retained it)
+    cloud.client("logs").create_log_group(logGroupName=MACIE_LOG_GROUP)
+    try:
+        # When a stack creates a log group of that name
+        with pytest.raises(StackRolledBackError) as raised:
+            deploy_fixture(cloud.account, CreatedLogGroup=MACIE_LOG_GROUP)
+        # Then it fails as CloudFormation says it
+        assert str(raised.value).endswith(
+            f"FixedLogGroup: Resource of type 'AWS::Logs::LogGroup' with identifier '{MACIE_LOG_GROUP}' already exists."
+        )
+    finally:
+        cloud.client("logs").delete_log_group(logGroupName=MACIE_LOG_GROUP)
+
+
+def test_a_subscription_needs_its_log_group_and_a_group_takes_two(cloud: LocalCloud) -> None:
+    # Given no log group /jobs/missing
+    # When a stack subscribes to it
+    with pytest.raises(StackRolledBackError, match=r"Subscription: .*does not exist.*ResourceNotFoundException"):
+        deploy_fixture(cloud.account, SubscribedLogGroup="/jobs/missing")
+    # And given a group two stacks subscribe to
+    cloud.client("logs").create_log_group(logGroupName="/jobs/shared")
+    deploy_fixture(cloud.account, SubscribedLogGroup="/jobs/shared")
+    deploy_fixture(cloud.account, SubscribedLogGroup="/jobs/shared")
+    # Then a third stack's subscription fails: Logs allows two per group
+    with pytest.raises(StackRolledBackError, match=r"Subscription: .*LimitExceededException"):
+        deploy_fixture(cloud.account, SubscribedLogGroup="/jobs/shared")
+
+
+def test_an_unknown_account_profile_is_refused_with_the_profiles_there_are() -> None:
+    with pytest.raises(ValueError, match="no account profile 'ideal'; the profiles are new, established"):
+        LocalCloud(CloudConfig(template=TEMPLATE, account="ideal"))

@@ -1,0 +1,260 @@
+"""`make preflight` (tools/preflight.py) checks the REAL template.yaml against the offline cloud's accounts
+(localcloud.account): a new one, where a first deploy meets a quota of 10 and Macie off, and an established one, where
+Macie is on and its job log group exists. preflight reaches the cloud through its endpoint (AWS_ENDPOINT_URL), as it
+would reach `make local`.
+
+moto 5.2.5 does not serve Step Functions' ValidateStateMachineDefinition (in-process: NotImplementedError; on the
+endpoint: HTTP 500), so these tests answer it on the endpoint as an endpoint that does not know an operation does:
+UnknownOperationException (`ValidationNotServed`), and preflight says it could not check the definitions. The canary
+at the end fails the day moto serves it; the stand-in goes then."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any, ClassVar
+from unittest import mock
+
+import pytest
+
+from localcloud.account import MACIE_LOG_GROUP
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.simulators import ServiceError
+from tools.preflight import main
+
+ROOT = Path(__file__).parents[2]
+FIXTURE = Path(__file__).parent / "fixtures" / "account" / "template.yaml"  # what the account holds before the deploy
+NOT_CHECKED = (
+    "NOT CHECKED: state machine definitions: this endpoint does not serve ValidateStateMachineDefinition "
+    "(UnknownOperationException); CreateStateMachine checks them at deploy"
+)
+
+
+class ValidationNotServed:
+    """ValidateStateMachineDefinition answered as an endpoint without it answers: UnknownOperationException. Every
+    other Step Functions operation goes on to moto."""
+
+    service: ClassVar[str] = "stepfunctions"
+    partial: ClassVar[bool] = True
+
+    def ValidateStateMachineDefinition(self, params: dict[str, Any]) -> dict[str, Any]:
+        raise ServiceError("UnknownOperationException", "ValidateStateMachineDefinition is not served offline")
+
+    def handle(self, operation: Any, params: dict[str, Any]) -> dict[str, Any]:
+        return self.ValidateStateMachineDefinition(params)
+
+    def settle(self, timeout: float = 10.0) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+@contextmanager
+def offline_account(profile: str) -> Iterator[LocalCloud]:
+    """An offline cloud of the account profile, holding only the fixture stack (one function, nothing reserved), and
+    every new boto3 client sent to its endpoint. (In-process, moto's stubber answers every call after any simulator,
+    and raises for an operation it lacks.)"""
+    config = CloudConfig(template=FIXTURE, stack_name=f"preflight-{profile}", aws_port=0, http_port=0, account=profile)
+    with LocalCloud(config) as cloud:
+        cloud.add_simulator(ValidationNotServed())
+        with mock.patch.dict(os.environ, {"AWS_ENDPOINT_URL": cloud.aws_endpoint}):
+            yield cloud
+
+
+def preflight(*args: str, region: str = "us-east-1") -> tuple[int, list[str], list[str]]:
+    """Run `python -m tools.preflight --config-env dev` on the real template: its exit code, stdout and stderr lines."""
+    argv = ["--template", str(ROOT / "template.yaml"), "--config-file", str(ROOT / "samconfig.toml")]
+    argv += ["--config-env", "dev", "--region", region, *args]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(argv)
+            code = 0
+        except SystemExit as exited:
+            code = int(exited.code or 0)
+    return code, out.getvalue().splitlines(), err.getvalue().splitlines()
+
+
+def test_a_new_account_with_the_defaults_needs_macie_and_warns_of_its_quota() -> None:
+    # Given a new account: Lambda quota 10, Macie off, no Macie log group
+    with offline_account("new"):
+        # When preflight checks a deploy with the default parameters
+        code, out, err = preflight()
+    # Then the quota is a warning, Macie's absence blocks the documents tasks, and the run exits 1
+    assert err == []
+    assert out[0].startswith(
+        "WARNING: Lambda's concurrency quota in us-east-1 is 10: functions will be throttled under load; request an "
+        "increase: Service Quotas, Lambda 'Concurrent executions' L-B99A9384"
+    )
+    assert out[1] == (
+        "BLOCKS DOCUMENTS: Macie is not enabled in us-east-1: documents tasks will fail Macie.NotEnabled; fix: deploy "
+        "with EnableMacie=true (Macie bills while on) or run aws macie2 enable-macie"
+    )
+    assert out[2:] == [
+        NOT_CHECKED,
+        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 1, warnings 1, not checked 1",
+    ]
+    assert code == 1
+
+
+def test_a_new_account_deploying_with_enable_macie_has_nothing_blocking() -> None:
+    # Given a new account
+    with offline_account("new"):
+        # When the stack is to enable Macie itself
+        code, out, _ = preflight("--parameter-overrides", "EnableMacie=true")
+    # Then only the quota warning is left, and the run exits 0
+    assert [line.split(":")[0] for line in out[:-1]] == ["WARNING", "NOT CHECKED"]
+    assert code == 0
+
+
+def test_an_established_account_has_macies_log_group_already() -> None:
+    # Given an established account: Macie on, its job log group present
+    with offline_account("established"):
+        # When preflight checks a deploy with the default parameters (CreateMacieLogGroup=true, EnableMacie=false)
+        code, out, _ = preflight()
+    # Then the stack's log group would collide with Macie's; Macie itself is fine as it is
+    assert out[:-1] == [
+        f"BLOCKS DEPLOY: log group {MACIE_LOG_GROUP} already exists in us-east-1: the stack's MacieLogGroup would fail "
+        '"already exists" and the stack roll back; fix: set CreateMacieLogGroup=false',
+        NOT_CHECKED,
+    ]
+    assert code == 1
+
+
+def test_an_established_account_refuses_a_second_macie_session() -> None:
+    # Given an established account, where Macie is on
+    with offline_account("established"):
+        # When the stack is to enable Macie too
+        code, out, _ = preflight("--parameter-overrides", "EnableMacie=true", "CreateMacieLogGroup=false")
+    # Then its MacieSession would conflict
+    assert out[:-1] == [
+        "BLOCKS DEPLOY: Macie is already enabled in us-east-1 (ENABLED): the stack's MacieSession would fail "
+        "(ConflictException) and the stack roll back; fix: set EnableMacie=false",
+        NOT_CHECKED,
+    ]
+    assert code == 1
+
+
+def test_an_established_account_with_the_parameters_it_needs_finds_nothing() -> None:
+    # Given an established account
+    with offline_account("established"):
+        # When the parameters say Macie is on and its log group exists
+        code, out, err = preflight("--parameter-overrides", "CreateMacieLogGroup=false", "EnableMacie=false")
+    # Then no check finds anything (the definitions could not be validated offline), and the run exits 0
+    assert err == []
+    assert out == [
+        NOT_CHECKED,
+        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 0, warnings 0, not checked 1",
+    ]
+    assert code == 0
+
+
+def test_a_log_group_with_two_subscription_filters_takes_no_third() -> None:
+    # Given Macie's log group, which two other subscribers use already
+    with offline_account("established") as cloud:
+        function_arn = cloud.client("lambda").list_functions()["Functions"][0]["FunctionArn"]
+        for name in ("audit-export", "siem-forwarder"):
+            cloud.client("logs").put_subscription_filter(
+                logGroupName=MACIE_LOG_GROUP, filterName=name, filterPattern="", destinationArn=function_arn
+            )
+        # When preflight checks a deploy that subscribes to it
+        code, out, _ = preflight("--parameter-overrides", "CreateMacieLogGroup=false")
+    # Then the stack's subscription would be the third, and the finding names the two there are
+    assert out[0] == (
+        f"BLOCKS DEPLOY: log group {MACIE_LOG_GROUP} has 2 subscription filters already (audit-export, "
+        "siem-forwarder): a group takes two, this stack's would be the third (LimitExceededException); fix: remove "
+        f"one, e.g. aws logs delete-subscription-filter --log-group-name {MACIE_LOG_GROUP} --filter-name audit-export"
+    )
+    assert code == 1
+
+
+def test_a_long_stack_name_makes_a_state_machine_name_too_long() -> None:
+    # Given a stack name of 64 characters: ExtractDocumentWorkflow's name, <stack>-extract-document, is 81
+    stack = "callback-kit-" + "x" * 51
+    with offline_account("established"):
+        # When preflight checks it
+        code, out, _ = preflight("--stack-name", stack, "--parameter-overrides", "CreateMacieLogGroup=false")
+    # Then one finding names every name over its limit, the longest, and the longest stack name that fits
+    (finding,) = [line for line in out if line.startswith("BLOCKS")]
+    assert finding == (
+        f"BLOCKS DEPLOY: stack name '{stack}' (64 characters) makes 2 names too long (AdmissionDeadLetterQueue "
+        f"83 > 80, ExtractDocumentWorkflow 81 > 80); the longest, AdmissionDeadLetterQueue's: "
+        f"'{stack}-admission-dlq.fifo'; fix: a stack name of at most 61 characters (--stack-name, samconfig stack_name)"
+    )
+    assert code == 1
+
+
+def test_a_region_without_bedrock_data_automation_blocks_extract_and_the_profile_lookup() -> None:
+    # Given an established account checked in sa-east-1, a Region the template's DataAutomationRegions lacks (the
+    # cloud runs in us-east-1: it cannot start elsewhere, but answers every Region's calls)
+    with offline_account("established"):
+        # When preflight checks a deploy there, with the default parameters (Macie's log group is not in sa-east-1)
+        code, out, _ = preflight(region="sa-east-1")
+    # Then the extract workflow's profile lookup refuses the template, and extract tasks could not run anyway
+    assert [line for line in out if line.startswith("BLOCKS")] == [
+        "BLOCKS DEPLOY: ExtractWorkflow's DefinitionSubstitutions: Template error: Unable to get mapping for "
+        "DataAutomationRegions::sa-east-1::Profile in sa-east-1: CloudFormation refuses the template; fix: deploy in a "
+        "Region of that mapping",
+        "BLOCKS EXTRACT: Bedrock Data Automation is not in sa-east-1: extract tasks will fail; fix: deploy in one of "
+        "us-east-1, us-west-2, eu-central-1, eu-west-1, eu-west-2, ap-south-1, ap-southeast-2 to use them",
+    ]
+    assert code == 1
+
+
+def test_a_profile_of_another_geography_blocks_extract() -> None:
+    # Given an established account in us-east-1
+    with offline_account("established"):
+        # When the stack is to run its jobs on the EU profile
+        code, out, _ = preflight(
+            "--parameter-overrides", "CreateMacieLogGroup=false", "DataAutomationProfile=eu.data-automation-v1"
+        )
+    # Then BDA would refuse them
+    assert [line for line in out if line.startswith("BLOCKS")] == [
+        "BLOCKS EXTRACT: DataAutomationProfile=eu.data-automation-v1 is not of us-east-1's geography (us.): BDA "
+        "refuses its jobs; fix: set DataAutomationProfile=us.data-automation-v1, or leave it empty"
+    ]
+    assert code == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config-env", "staging"], "preflight: no config env 'staging' in "),
+        (["--parameter-overrides", "EnableMacie"], "preflight: parameter override 'EnableMacie' is not Key=Value"),
+        (["--parameter-overrides", "Macie=true"], "preflight: parameter override 'Macie=true': the template has no "),
+        (["--template", "missing.yaml"], "preflight: cannot read the template missing.yaml: No such file"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_exit_2(args: list[str], message: str) -> None:
+    # Given no cloud at all: bad input is refused before any AWS call
+    # When preflight runs with it (a later --config-env / --template replaces preflight()'s)
+    code, out, err = preflight(*args)
+    # Then one line on stderr says what is wrong, and nothing else is printed
+    assert (code, out, len(err)) == (2, [], 1)
+    assert err[0].startswith(message)
+
+
+def test_no_credentials_is_one_line_on_stderr_and_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given no credentials anywhere in the default chain
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    # When preflight runs
+    code, out, err = preflight()
+    # Then it says so in one line, without a traceback
+    assert (code, out, err) == (2, [], ["preflight: Unable to locate credentials"])
+
+
+def test_canary_the_offline_cloud_does_not_serve_validate_state_machine_definition() -> None:
+    # Given the offline cloud, without the stand-in
+    config = CloudConfig(template=FIXTURE, stack_name="preflight-canary", aws_port=0, http_port=0)
+    with LocalCloud(config) as cloud:
+        definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
+        # When ValidateStateMachineDefinition is called in-process
+        # Then moto has no handler for it (when this fails, preflight can validate offline: drop ValidationNotServed)
+        with pytest.raises(NotImplementedError, match="validate_state_machine_definition"):
+            cloud.client("stepfunctions").validate_state_machine_definition(definition=definition, type="STANDARD")
