@@ -36,7 +36,7 @@ from localcloud import account, events, lambda_faults, patches, pollers, simulat
 from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, LambdaAccountSettings
 from localcloud.build import build_dir, ensure_built
 from localcloud.clock import Clock
-from localcloud.deploy import Stack, deploy
+from localcloud.deploy import Stack, delete, deploy
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 from localcloud.simulators.macie import MacieSimulator
@@ -246,11 +246,8 @@ class LocalCloud:
         self.runtime.endpoint = self.aws_endpoint
 
         self._answer_for_the_account()
-        self.stack = deploy(
-            built, cfg.stack_name, cfg.parameters, cfg.region, f"{cfg.stack_name}-artifacts", self.account
-        )
-        self._configure_async_invokes()
-        self._configure_logging()
+        self._built = built
+        self.stack = self.deploy_stack(cfg.stack_name, cfg.parameters)
         routes = self._http_routes()
         if routes:
             self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port, cfg.region)
@@ -372,8 +369,24 @@ class LocalCloud:
         else:
             raise ValueError(f"unsupported destination {arn}")
 
-    def _configure_async_invokes(self) -> None:
-        for resource in self.stack.of_type("AWS::Lambda::EventInvokeConfig"):
+    def deploy_stack(self, name: str, parameters: dict[str, str]) -> Stack:
+        """A stack of the template in this cloud's account, as `sam deploy` makes one: the cloud's own at start, and
+        others beside it (`dev` and `prod` of samconfig.toml in one account). Each one's functions run, its rules,
+        schedules and subscriptions deliver; only the first stack's HTTP API is served. What the account refuses
+        raises StackRolledBackError (localcloud.account)."""
+        cfg = self.config
+        stack = deploy(self._built, name, parameters, cfg.region, f"{name}-artifacts", self.account)
+        self._configure_async_invokes(stack)
+        self._configure_logging(stack)
+        return stack
+
+    def delete_stack(self, stack: Stack) -> None:
+        """Delete a stack as CloudFormation does (localcloud.deploy.delete): StackDeleteFailedError while one of its
+        buckets holds objects; retained resources stay."""
+        delete(stack, self.config.region)
+
+    def _configure_async_invokes(self, stack: Stack) -> None:
+        for resource in stack.of_type("AWS::Lambda::EventInvokeConfig"):
             props = resource.properties
             self.runtime.async_configs[self.runtime.function(props["FunctionName"]).function_name] = AsyncConfig(
                 maximum_retry_attempts=int(props.get("MaximumRetryAttempts", 2)),
@@ -394,8 +407,8 @@ class LocalCloud:
 
         return {key: local(value) for key, value in self.stack.outputs.items()}
 
-    def _configure_logging(self) -> None:
-        for resource in self.stack.of_type("AWS::Lambda::Function"):
+    def _configure_logging(self, stack: Stack) -> None:
+        for resource in stack.of_type("AWS::Lambda::Function"):
             logging_config = resource.properties.get("LoggingConfig", {})
             self.runtime.logging_configs[resource.physical_id] = {k: str(v) for k, v in logging_config.items()}
 

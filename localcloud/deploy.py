@@ -8,6 +8,7 @@ other resource type, or a property the offline cloud cannot honour, stops the de
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -75,6 +76,10 @@ class ResourceFailedError(Exception):
     """A resource of the stack failed to create, with CloudFormation's reason (raised inside moto: gap 26)."""
 
 
+class StackDeleteFailedError(Exception):
+    """A resource CloudFormation cannot delete (a bucket that is not empty): the stack stays, DELETE_FAILED."""
+
+
 class StackRolledBackError(Exception):
     """A resource failed as it fails on AWS (the account's rules, localcloud.account): the stack was rolled back and
     deleted, and the message is CloudFormation's reason for the resource that failed."""
@@ -86,6 +91,7 @@ class Resource:
     type: str
     physical_id: str
     properties: dict[str, Any]  # with every intrinsic resolved
+    deletion_policy: str = "Delete"
 
 
 @dataclass
@@ -210,6 +216,29 @@ def deploy(
     return Stack(name=stack_name, outputs=outputs, resources=resources)
 
 
+def delete(stack: Stack, region: str) -> None:
+    """Delete the stack as CloudFormation does: a bucket with objects fails the delete (StackDeleteFailedError, and
+    nothing is deleted offline, where AWS deletes what it can first); a resource with DeletionPolicy Retain stays
+    behind (moto keeps it), so its fixed name is taken for the next stack."""
+    s3 = boto3.client("s3", region_name=region)
+    for bucket in stack.of_type("AWS::S3::Bucket"):
+        if bucket.deletion_policy != "Retain" and s3.list_objects_v2(Bucket=bucket.physical_id, MaxKeys=1)["KeyCount"]:
+            raise StackDeleteFailedError(
+                f"stack {stack.name} ended DELETE_FAILED: {bucket.logical_id}: Resource handler returned message: "
+                '"The bucket you tried to delete is not empty" (BucketNotEmpty)'
+            )
+    boto3.client("cloudformation", region_name=region).delete_stack(StackName=stack.name)
+    logs = boto3.client("logs", region_name=region)
+    for subscription in stack.of_type("AWS::Logs::SubscriptionFilter"):  # made through the API, not by moto
+        with contextlib.suppress(logs.exceptions.ResourceNotFoundException):  # its group may be gone with the stack
+            logs.delete_subscription_filter(
+                logGroupName=subscription.properties["LogGroupName"], filterName=subscription.physical_id
+            )
+    executing = stepfunctions_parser_backends[ACCOUNT_ID][region]
+    for machine in stack.of_type("AWS::StepFunctions::StateMachine"):  # the copy deploy made where executions run
+        executing.delete_state_machine(machine.physical_id)
+
+
 def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource]:
     from localcloud import patches  # here: patches imports this module (through localcloud.lambdas)
 
@@ -223,7 +252,8 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
         parsed = patches.parsed_resource(resource_map, logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
         properties = clean_json(resource.get("Properties", {}), resource_map)
-        resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties))
+        policy = resource.get("DeletionPolicy", "Delete")
+        resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties, policy))
     return resources
 
 
@@ -256,12 +286,11 @@ def _create_subscription_filters(resources: list[Resource], region: str, stack_n
         if resource.type != "AWS::Logs::SubscriptionFilter":
             continue
         props = resource.properties
+        resource.physical_id = props.get("FilterName", f"{stack_name}-{resource.logical_id}-{uuid.uuid4().hex[:12]}")
         try:
             client.put_subscription_filter(
                 logGroupName=props["LogGroupName"],
-                filterName=props.get(
-                    "FilterName", f"{stack_name}-{resource.logical_id}-{uuid.uuid4().hex[:12].upper()}"
-                ),
+                filterName=resource.physical_id,
                 filterPattern=props.get("FilterPattern", ""),
                 destinationArn=props["DestinationArn"],
             )

@@ -466,12 +466,24 @@ def check_data_automation(target: Target, client: Client) -> list[Finding]:
     regions = target.template.get("Mappings", {}).get("DataAutomationRegions")
     if regions is None:
         return []
+    extract = target.parameters.get("Extract", "auto")
+    if extract == "false":
+        return []
     if target.region not in regions:
+        if extract == "auto":
+            return [
+                Finding(
+                    "WARNING",
+                    f"Bedrock Data Automation is not in {target.region}: the extract feature is left out "
+                    f"(Extract=auto) and POST /task offers no extract type; to use it, deploy in one of "
+                    f"{', '.join(regions)}",
+                )
+            ]
         return [
             Finding(
-                "BLOCKS EXTRACT",
-                f"Bedrock Data Automation is not in {target.region}: extract tasks will fail; fix: deploy in one of "
-                f"{', '.join(regions)} to use them",
+                "BLOCKS DEPLOY",
+                f"Bedrock Data Automation is not in {target.region}, and Extract=true: its state machines would fail "
+                f"CreateStateMachine; fix: set Extract=auto (or false), or deploy in one of {', '.join(regions)}",
             )
         ]
     profile = target.parameters.get("DataAutomationProfile", "")

@@ -4,6 +4,7 @@ workflow tests deploy it with a data store, i.e. with the export.)"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from localcloud.cloud import CloudConfig, LocalCloud
@@ -41,3 +42,21 @@ def test_the_default_template_deploys_without_the_export_workflow() -> None:
         assert cloud.invoke_function("RegisterTokenFunction", {"service": "translate"})[0]["errorType"] == (
             "ValidationError"
         )
+
+
+def test_the_extract_feature_can_be_left_out_and_the_api_then_offers_no_extract_task() -> None:
+    # Given the template with Extract=false (what "auto" gives in a Region without Bedrock Data Automation)
+    config = CloudConfig(
+        template=TEMPLATE, stack_name="no-extract", aws_port=0, http_port=0, parameters={"Extract": "false"}
+    )
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        machines = {r.logical_id for r in cloud.stack.of_type("AWS::StepFunctions::StateMachine")}
+        # Then its state machines, alarms and output are left out, and the rest is there
+        assert not {"ExtractWorkflow", "ExtractDocumentWorkflow"} & machines
+        assert {"DocumentsWorkflow", "BoundedWorkflow"} <= machines
+        assert "ExtractWorkflowArn" not in cloud.stack.outputs
+        # And the task API knows no extract type
+        (api,) = [f for f in cloud.stack.of_type("AWS::Lambda::Function") if f.logical_id == "TaskApiFunction"]
+        task_types = json.loads(api.properties["Environment"]["Variables"]["TASK_STATE_MACHINES"])
+        assert set(task_types) == {"documents", "bounded"}

@@ -189,21 +189,23 @@ def test_a_long_stack_name_makes_a_state_machine_name_too_long() -> None:
     assert code == 1
 
 
-def test_a_region_without_bedrock_data_automation_blocks_extract_and_the_profile_lookup() -> None:
+def test_a_region_without_bedrock_data_automation_leaves_extract_out_unless_it_is_asked_for() -> None:
     # Given an established account checked in sa-east-1, a Region the template's DataAutomationRegions lacks (the
     # cloud runs in us-east-1: it cannot start elsewhere, but answers every Region's calls)
     with offline_account("established"):
-        # When preflight checks a deploy there, with the default parameters (Macie's log group is not in sa-east-1)
-        code, out, _ = preflight(region="sa-east-1")
-    # Then the extract workflow's profile lookup refuses the template, and extract tasks could not run anyway
-    assert [line for line in out if line.startswith("BLOCKS")] == [
-        "BLOCKS DEPLOY: ExtractWorkflow's DefinitionSubstitutions: Template error: Unable to get mapping for "
-        "DataAutomationRegions::sa-east-1::Profile in sa-east-1: CloudFormation refuses the template; fix: deploy in a "
-        "Region of that mapping",
-        "BLOCKS EXTRACT: Bedrock Data Automation is not in sa-east-1: extract tasks will fail; fix: deploy in one of "
-        "us-east-1, us-west-2, eu-central-1, eu-west-1, eu-west-2, ap-south-1, ap-southeast-2 to use them",
-    ]
-    assert code == 1
+        # When preflight checks a deploy there, with the default parameters (Extract=auto), and with Extract=true
+        auto_code, auto_out, _ = preflight(region="sa-east-1")
+        true_code, true_out, _ = preflight("--parameter-overrides", "Extract=true", region="sa-east-1")
+    # Then by default extract is left out, which it says, and nothing blocks
+    assert "WARNING: Bedrock Data Automation is not in sa-east-1: the extract feature is left out (Extract=auto)" in (
+        "\n".join(auto_out)
+    )
+    assert [line for line in auto_out if line.startswith("BLOCKS")] == []
+    assert auto_code == 0
+    # And asked for, extract blocks the deploy: its state machines would fail
+    blocking = [line for line in true_out if line.startswith("BLOCKS")]
+    assert any("Bedrock Data Automation is not in sa-east-1, and Extract=true" in line for line in blocking)
+    assert true_code == 1
 
 
 def test_a_profile_of_another_geography_blocks_extract() -> None:

@@ -53,7 +53,7 @@ def macie_log_events(job_id: str, event_types: list[str], start_ms: int = 1_768_
         if event_type.startswith("BUCKET_"):
             bucket = {"type": "S3_BUCKET_NAME", "value": f"bucket-{n}"}
             extra = {"operation": "ListObjectsV2", "affectedAccount": ACCOUNT, "affectedResource": bucket}
-        name, description = f"documents-{job_id[:8]}", DESCRIPTIONS[event_type]
+        name, description = f"{STACK}.documents-{job_id[:8]}", DESCRIPTIONS[event_type]
         message = macie_log_message(ACCOUNT, job_id, name, event_type, description, at, SUBMITTED_AT, **extra)
         events.append({"id": f"{start_ms + n:056d}", "timestamp": start_ms + n * 1000, "message": json.dumps(message)})
     return events
@@ -118,7 +118,7 @@ def macie_job(job_id: str, status: str, last_run_error: str = "NONE") -> dict[st
     request = {
         "clientToken": f"documents-{job_id[:8]}",
         "jobType": "ONE_TIME",
-        "name": f"documents-{job_id[:8]}",
+        "name": f"{STACK}.documents-{job_id[:8]}",
         "s3JobDefinition": {"bucketDefinitions": [{"accountId": ACCOUNT, "buckets": ["documents"]}]},
     }
     arn = f"arn:aws:macie2:{REGION}:{ACCOUNT}:classification-job/{job_id}"

@@ -42,7 +42,7 @@ STACK = "callback-kit"  # the stack the samples under events/ were taken from, s
 MOTO_CONFIG: Any = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 # The export workflow's resources have `Condition: ExportEnabled`, which holds only with a data store to export
 # (tests that talk to a simulated HealthLake point HEALTHLAKE_DATASTORE_ID at its data store instead).
-TEST_PARAMETERS = {"HealthLakeDatastoreId": "0123456789abcdef0123456789abcdef"}
+TEST_PARAMETERS = {"HealthLakeDatastoreId": "a1b2c3d4e5f60718293a4b5c6d7e8f90"}  # the samples' data store
 WAIT_S = 10.0  # deadline for anything asynchronous (an execution starting or ending); normally well under 0.1 s
 
 

@@ -273,6 +273,22 @@ def test_the_rules_deliver_a_job_event_exactly_when_it_ends_the_job(sample: Path
     assert delivered == (end != "RUNNING")
 
 
+@pytest.mark.parametrize(
+    ("sample", "field", "foreign"),
+    [
+        ("resume_job.macie-job-completed.json", "jobName", "callback-kit-prod.documents-2026-01-15-a7f3"),
+        ("resume_job.healthlake-export-completed.json", "datastoreId", "ffffffffffffffffffffffffffffffff"),
+    ],
+)
+def test_another_stacks_job_events_are_not_delivered(sample: str, field: str, foreign: str, stack: Deployed) -> None:
+    # Given an event that ends a job of another stack in the same account (its Macie job name, its data store)
+    event = load(EVENTS / sample)
+    event["detail"][field] = foreign
+    patterns = [EventPattern.load(json.dumps(pattern)) for pattern in stack.rule_patterns("resume_job").values()]
+    # Then no rule of this stack delivers it: a foreign completion costs this stack no invocation and nothing stored
+    assert not any(pattern.matches_event(event) for pattern in patterns)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # forward_macie_logs
 # ----------------------------------------------------------------------------------------------------------------

@@ -283,3 +283,19 @@ def test_scheduled_functions_that_must_not_overlap_hold_a_lease() -> None:
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     # And no other function touches it
     assert {f for f, s in statements() if lease_table in as_list(s["Resource"])} == single_flight
+
+
+def test_extract_is_deployed_by_default_exactly_where_the_region_has_bedrock_data_automation() -> None:
+    # Given the Regions the BDA profile mapping knows and the Regions the Extract condition deploys to by default
+    mapped = set(template()["Mappings"]["DataAutomationRegions"])
+    conditioned = {equals[1] for equals in _equals_of(template()["Conditions"]["RegionHasDataAutomation"])}
+    # Then they are the same Regions: "auto" leaves extract out where its profile lookup would fail the deploy
+    assert conditioned == mapped
+    extract = resources("AWS::Serverless::StateMachine")
+    assert (
+        extract["ExtractWorkflow"]["Condition"] == extract["ExtractDocumentWorkflow"]["Condition"] == "ExtractEnabled"
+    )
+
+
+def _equals_of(condition: dict[str, Any]) -> list[list[Any]]:
+    return [term["Fn::Equals"] for term in condition["Fn::Or"]]

@@ -262,7 +262,12 @@ def test_a_forged_macie_completion_resumes_nothing_while_the_job_still_runs(clou
     wait_for(lambda: tokens_left(cloud, f"macie#{job}"), timeout=20, what="the Macie wait's registration")
 
     # When someone allowed events:PutEvents on the default bus sends the relayed event's shape: JOB_COMPLETED
-    forged = {"jobId": job, "eventType": "JOB_COMPLETED", "description": "The job finished running."}
+    forged = {
+        "jobId": job,
+        "jobName": f"{cloud.stack.name}.{execution_arn.rpartition(':')[2]}",
+        "eventType": "JOB_COMPLETED",
+        "description": "The job finished running.",
+    }
     cloud.client("events").put_events(
         Entries=[
             {

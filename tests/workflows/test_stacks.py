@@ -1,0 +1,95 @@
+"""Two stacks of the template in one account, as samconfig.toml's `dev` and `prod` make them: each deploys with the
+parameters the account calls for, runs its own documents flow, acts on its own Macie jobs only; and a stack is
+deleted and created again as CloudFormation does it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from localcloud.cloud import LocalCloud
+from localcloud.demo import wait_for_execution
+from localcloud.deploy import Stack, StackDeleteFailedError, StackRolledBackError
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
+from tests.workflows.conftest import PARAMETERS
+
+PROD = "callback-kit-prod"
+# Where the session's stack (dev) made Macie's log group and turned Macie on, as `make preflight` would advise
+PROD_PARAMETERS = {**PARAMETERS, "EnableMacie": "false", "CreateMacieLogGroup": "false"}
+
+
+def start_documents(cloud: LocalCloud, stack: Stack) -> str:
+    """A documents execution of `stack` over one document of its own bucket."""
+    folder, bucket = uuid.uuid4().hex, stack.outputs["DocumentBucketName"]
+    cloud.client("s3").put_object(Bucket=bucket, Key=f"{folder}/in/doc.txt", Body=b"Write to jane.doe@example.com.")
+    request = {"inputPrefix": f"{folder}/in/", "outputPrefix": f"{folder}/out/", "targetLanguages": ["de"]}
+    execution = cloud.client("stepfunctions").start_execution(
+        stateMachineArn=stack.outputs["DocumentsWorkflowArn"], input=json.dumps({**request, "sourceLanguage": "en"})
+    )
+    return str(execution["executionArn"])
+
+
+def macie_items(cloud: LocalCloud, stack: Stack) -> set[str]:
+    """The Macie job keys the stack's token table holds (tokens, or completions kept for a token to come)."""
+    items = cloud.client("dynamodb").scan(TableName=stack.outputs["TokenTableName"], ConsistentRead=True)["Items"]
+    return {item["jobKey"]["S"] for item in items if item["jobKey"]["S"].startswith("macie#")}
+
+
+def empty(cloud: LocalCloud, bucket: str) -> None:
+    s3 = cloud.client("s3")
+    for listed in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        for item in listed.get("Contents", []):
+            s3.delete_object(Bucket=bucket, Key=item["Key"])
+
+
+def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud: LocalCloud) -> None:
+    # Given prod deployed beside the session's stack (dev): with EnableMacie=true it is refused, as Macie is on
+    with pytest.raises(StackRolledBackError, match=r"MacieSession: .*already enabled.*\(ConflictException\)"):
+        cloud.deploy_stack(PROD, {**PROD_PARAMETERS, "EnableMacie": "true"})
+    prod = cloud.deploy_stack(PROD, PROD_PARAMETERS)
+    try:
+        region = cloud.config.region
+        cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock))
+        macie = MacieSimulator(region, delay_seconds=60, clock=cloud.clock)
+        cloud.add_simulator(macie)
+
+        # When each stack runs a documents flow at once
+        dev_run, prod_run = start_documents(cloud, cloud.stack), start_documents(cloud, prod)
+        described = [wait_for_execution(cloud, arn, timeout=40, show=False) for arn in (dev_run, prod_run)]
+
+        # Then both succeed, each job named after its stack
+        assert [d["status"] for d in described] == ["SUCCEEDED", "SUCCEEDED"], described
+        names = {job.request["name"].partition(".")[0] for job in macie.jobs.values()}
+        assert {cloud.stack.name, PROD} <= names
+        # And neither stack keeps anything of the other's Macie job: its completion never reached it
+        dev_job, prod_job = (json.loads(d["output"])["classification"]["jobId"] for d in described)
+        macie.settle()  # every log line is written, then every relay and resume it caused has run:
+        cloud.runtime.drain(timeout=20)
+        assert f"macie#{prod_job}" not in macie_items(cloud, cloud.stack)
+        assert f"macie#{dev_job}" not in macie_items(cloud, prod)
+    finally:
+        delete_and_recreate(cloud, prod)
+
+
+def delete_and_recreate(cloud: LocalCloud, prod: Stack) -> None:
+    # When prod is deleted with documents in its bucket, CloudFormation refuses: the bucket is not empty
+    with pytest.raises(StackDeleteFailedError, match=r"DocumentBucket: .*not empty"):
+        cloud.delete_stack(prod)
+    assert PROD in stack_names(cloud)
+    # And emptied first, it is deleted
+    for output in ("DocumentBucketName", "TaskResultBucketName"):
+        empty(cloud, prod.outputs[output])
+    cloud.delete_stack(prod)
+    assert PROD not in stack_names(cloud)
+    # And created again, it deploys (nothing it made was retained under a fixed name)
+    again = cloud.deploy_stack(PROD, PROD_PARAMETERS)
+    cloud.delete_stack(again)
+
+
+def stack_names(cloud: LocalCloud) -> set[str]:
+    summaries: list[dict[str, Any]] = cloud.client("cloudformation").list_stacks()["StackSummaries"]
+    return {s["StackName"] for s in summaries if s["StackStatus"] != "DELETE_COMPLETE"}
