@@ -66,11 +66,8 @@ def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig,
 
 def _fitting(profile: account.AccountProfile) -> dict[str, str]:
     """The parameters `make preflight` would advise for an account of this profile (docs/deploy.md): turn Macie on
-    where it is off; subscribe to Macie's log group where Macie made it already."""
-    return {
-        "EnableMacie": "false" if profile.macie_enabled else "true",
-        "CreateMacieLogGroup": "false" if profile.macie_log_group else "true",
-    }
+    where it is off."""
+    return {"EnableMacie": "false" if profile.macie_enabled else "true"}
 
 
 def serve(config: CloudConfig) -> int:

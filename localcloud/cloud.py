@@ -36,7 +36,7 @@ from localcloud import account, events, lambda_faults, patches, pollers, simulat
 from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, LambdaAccountSettings
 from localcloud.build import build_dir, ensure_built
 from localcloud.clock import Clock
-from localcloud.deploy import Stack, delete, deploy
+from localcloud.deploy import Stack, delete, deploy, unsubscribe
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 from localcloud.simulators.macie import MacieSimulator
@@ -199,6 +199,7 @@ class LocalCloud:
             lambda_faults.parse(config.faults)  # a bad configuration fails here, not in every worker
             self.runtime.faults = config.faults
         self.faults: Counter[str] = Counter()  # faults the workers injected, by kind (lambda_faults.KINDS)
+        self._stacks: list[Stack] = []  # the stacks this cloud deployed and has not deleted
         self._simulators: list[simulators.Answerer] = []  # the simulators add_simulator registered, stopped by stop()
         self.stack: Stack
         if clock is not None and clock.speedup != config.speedup:
@@ -267,6 +268,8 @@ class LocalCloud:
     def stop(self) -> None:
         for simulator in self._simulators:  # only this cloud's: a cloud nested in another leaves the outer's be
             simulators.unregister(simulator)
+        for stack in self._stacks:  # and the account's log groups with the subscriptions they had (two at most)
+            unsubscribe(stack, self.config.region)
         for thread in self._threads:
             thread.stop()
         if self.http:
@@ -376,6 +379,7 @@ class LocalCloud:
         raises StackRolledBackError (localcloud.account)."""
         cfg = self.config
         stack = deploy(self._built, name, parameters, cfg.region, f"{name}-artifacts", self.account)
+        self._stacks.append(stack)
         self._configure_async_invokes(stack)
         self._configure_logging(stack)
         return stack
@@ -384,6 +388,7 @@ class LocalCloud:
         """Delete a stack as CloudFormation does (localcloud.deploy.delete): StackDeleteFailedError while one of its
         buckets holds objects; retained resources stay."""
         delete(stack, self.config.region)
+        self._stacks.remove(stack)
 
     def _configure_async_invokes(self, stack: Stack) -> None:
         for resource in stack.of_type("AWS::Lambda::EventInvokeConfig"):

@@ -12,6 +12,7 @@ import contextlib
 import io
 import json
 import logging
+import time
 import uuid
 import warnings
 import zipfile
@@ -50,6 +51,8 @@ IGNORED = {
     "AWS::Lambda::Permission": "IAM is not enforced offline",
     "AWS::Scheduler::ScheduleGroup": "no scheduler groups offline",
 }
+
+CUSTOM_RESOURCE_TIMEOUT_SECONDS = 60  # a custom resource's function answers in seconds here (AWS waits an hour)
 
 LIFECYCLE_RULE_KEYS = {"Id", "Status", "Prefix", "TagFilters", "ExpirationInDays"}
 
@@ -158,7 +161,7 @@ def check_supported(cfn: dict[str, Any]) -> None:
     problems = []
     for logical_id, resource in sorted(cfn.get("Resources", {}).items()):
         rtype = resource["Type"]
-        if rtype not in supported:
+        if rtype not in supported and not rtype.startswith("Custom::"):  # custom resources: their function answers
             problems.append(f"{logical_id}: resource type {rtype} is not supported offline")
             continue
         for prop, value in resource.get("Properties", {}).items():
@@ -200,6 +203,11 @@ def deploy(
             cfn_client.delete_stack(StackName=stack_name)
             raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {exc}") from exc
     described = cfn_client.describe_stacks(StackName=stack_name)["Stacks"][0]
+    failure = _custom_resources_answered(described["StackId"], region)
+    if failure:
+        cfn_client.delete_stack(StackName=stack_name)
+        raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {failure}")
+    described = cfn_client.describe_stacks(StackName=stack_name)["Stacks"][0]
     if described["StackStatus"] != "CREATE_COMPLETE":
         raise TemplateError(f"stack {stack_name} ended {described['StackStatus']}")
     resources = _resources(cfn, described["StackId"], region)
@@ -228,15 +236,20 @@ def delete(stack: Stack, region: str) -> None:
                 '"The bucket you tried to delete is not empty" (BucketNotEmpty)'
             )
     boto3.client("cloudformation", region_name=region).delete_stack(StackName=stack.name)
+    unsubscribe(stack, region)
+    executing = stepfunctions_parser_backends[ACCOUNT_ID][region]
+    for machine in stack.of_type("AWS::StepFunctions::StateMachine"):  # the copy deploy made where executions run
+        executing.delete_state_machine(machine.physical_id)
+
+
+def unsubscribe(stack: Stack, region: str) -> None:
+    """Delete the stack's subscription filters (made through the Logs API, not by moto): a log group takes two."""
     logs = boto3.client("logs", region_name=region)
-    for subscription in stack.of_type("AWS::Logs::SubscriptionFilter"):  # made through the API, not by moto
+    for subscription in stack.of_type("AWS::Logs::SubscriptionFilter"):
         with contextlib.suppress(logs.exceptions.ResourceNotFoundException):  # its group may be gone with the stack
             logs.delete_subscription_filter(
                 logGroupName=subscription.properties["LogGroupName"], filterName=subscription.physical_id
             )
-    executing = stepfunctions_parser_backends[ACCOUNT_ID][region]
-    for machine in stack.of_type("AWS::StepFunctions::StateMachine"):  # the copy deploy made where executions run
-        executing.delete_state_machine(machine.physical_id)
 
 
 def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource]:
@@ -255,6 +268,27 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
         policy = resource.get("DeletionPolicy", "Delete")
         resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties, policy))
     return resources
+
+
+def _custom_resources_answered(stack_id: str, region: str) -> str | None:
+    """Wait for every custom resource's answer (its function runs asynchronously, as CloudFormation invokes it): None
+    once all answered SUCCESS, else CloudFormation's reason for the first that answered FAILED or did not answer in
+    CUSTOM_RESOURCE_TIMEOUT_SECONDS (AWS waits an hour)."""
+    stack = cloudformation_backends[ACCOUNT_ID][region].stacks[stack_id]
+    deadline = time.monotonic() + CUSTOM_RESOURCE_TIMEOUT_SECONDS
+    while True:
+        for logical_id, resource in stack.custom_resources.items():
+            failure = getattr(resource, "failure", None)  # set by the offline cloud on a FAILED answer (gap 27)
+            if failure:
+                return (
+                    f"{logical_id}: Received response status [FAILED] from custom resource. Message returned: {failure}"
+                )
+        if stack.status != "CREATE_IN_PROGRESS":  # moto marks it complete after the last answer's data is set
+            return None
+        waiting = [logical_id for logical_id, r in stack.custom_resources.items() if not r.is_created()] or ["stack"]
+        if time.monotonic() > deadline:
+            return f"{waiting[0]}: the custom resource's function did not answer in {CUSTOM_RESOURCE_TIMEOUT_SECONDS} s"
+        time.sleep(0.05)
 
 
 def _account_refusal(resources: list[Resource], account: Account, region: str) -> str | None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,10 @@ import moto.core.responses
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.cloudformation import cloudformation_backends
+from moto.cloudformation.custom_model import CustomModel
 from moto.cloudformation.parsing import ResourceMap
+from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.exceptions import JsonRESTError, ServiceException
 from moto.core.model import ServiceModel
 from moto.dynamodb.models import DynamoDBBackend
@@ -245,6 +249,53 @@ def _create_resource_or_fail(logical_id: str, resource_json: dict[str, Any], *ar
         raise ResourceFailedError(f"{logical_id}: {reason}") from exc
 
 
+InvokeCustomResource = Callable[[str, dict[str, Any]], None]  # (ServiceToken, CloudFormation's request)
+
+
+def custom_resources(invoke: InvokeCustomResource, endpoint: Callable[[], str]) -> list[Patch]:
+    """Gap 27: a custom resource's function is invoked as CloudFormation invokes it (asynchronously, through `invoke`)
+    with a ResponseURL on the offline endpoint; its FAILED answer fails the stack. moto invoked it through its Docker
+    path (nothing ran, the stack stayed CREATE_IN_PROGRESS) and ignored a FAILED answer."""
+
+    def create(
+        cls: type[CustomModel], /, name: str, template: dict[str, Any], account_id: str, region: str, **kwargs: Any
+    ) -> CustomModel:
+        resource = CustomModel(region, str(uuid.uuid4()), kwargs["LogicalId"], name)
+        cloudformation_backends[account_id][region].get_stack(kwargs["StackId"]).add_custom_resource(resource)
+        properties = template["Properties"]
+        invoke(
+            properties["ServiceToken"],
+            {
+                "RequestType": "Create",
+                "ServiceToken": properties["ServiceToken"],
+                "ResponseURL": f"{endpoint()}/cloudformation_{region}/cfnresponse?stack={kwargs['StackId']}",
+                "StackId": kwargs["StackId"],
+                "RequestId": resource.request_id,
+                "LogicalResourceId": kwargs["LogicalId"],
+                "ResourceType": kwargs["ResourceType"],
+                "ResourceProperties": properties,
+            },
+        )
+        return resource
+
+    return [
+        Patch(CustomModel, "create_from_cloudformation_json", classmethod(create), "gap 27"),
+        Patch(CloudFormationResponse, "process_cfn_response", _process_cfn_response, "gap 27"),
+    ]
+
+
+_moto_process_cfn_response = CloudFormationResponse.process_cfn_response
+
+
+def _process_cfn_response(self: CloudFormationResponse) -> Any:
+    """A FAILED answer is kept on its resource (`failure`), where localcloud.deploy reads it; SUCCESS is moto's."""
+    if self._get_param("Status") == "FAILED":
+        stack = self.cloudformation_backend.get_stack(self._get_param("StackId"))
+        resource = stack.get_custom_resource(self._get_param("LogicalResourceId"))
+        resource.failure = self._get_param("Reason") or "the custom resource answered FAILED"
+    return _moto_process_cfn_response(self)
+
+
 def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
     (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
@@ -262,6 +313,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),
             *event_delivery(deliver, send_to),
             Patch(moto.cloudformation.parsing, "parse_and_create_resource", _create_resource_or_fail, "gap 26"),
+            *custom_resources(runtime.invoke_async, lambda: runtime.endpoint),
         ]
     )
 

@@ -320,8 +320,9 @@ def check_macie(target: Target, client: Client) -> list[Finding]:
 
 
 def check_macie_log_group(target: Target, client: Client) -> list[Finding]:
-    """The stack creates Macie's log group only where it is absent, and subscribes to it: two filters per group."""
-    if "CreateMacieLogGroup" not in target.parameters:
+    """The stack makes Macie's log group where it is absent (a custom resource) and subscribes to it: a group takes
+    two subscription filters, so a third stack's would fail."""
+    if "MacieLogGroup" not in target.template.get("Resources", {}):
         return []
     logs = client("logs")
     exists = any(
@@ -329,23 +330,6 @@ def check_macie_log_group(target: Target, client: Client) -> list[Finding]:
         for page in logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=MACIE_LOG_GROUP)
         for group in page["logGroups"]
     )
-    create = target.parameters["CreateMacieLogGroup"] == "true"
-    if exists and create:
-        return [
-            Finding(
-                "BLOCKS DEPLOY",
-                f"log group {MACIE_LOG_GROUP} already exists in {target.region}: the stack's MacieLogGroup would fail "
-                '"already exists" and the stack roll back; fix: set CreateMacieLogGroup=false',
-            )
-        ]
-    if not exists and not create:
-        return [
-            Finding(
-                "BLOCKS DEPLOY",
-                f"log group {MACIE_LOG_GROUP} does not exist in {target.region}: the stack's subscription to it would "
-                "fail (ResourceNotFoundException); fix: set CreateMacieLogGroup=true",
-            )
-        ]
     if not exists:
         return []
     filters = logs.describe_subscription_filters(logGroupName=MACIE_LOG_GROUP)["subscriptionFilters"]

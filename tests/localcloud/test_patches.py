@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import gc
+import io
 import itertools
 import json
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +224,52 @@ def test_gap_26_moto_alone_answers_a_failed_resource_unreadably_and_keeps_the_st
             cfn.create_stack(StackName="taken", TemplateBody=json.dumps(template))
         # Then moto answered Logs' error in Logs' protocol, and kept the half-made stack (AWS rolls it back)
         assert [s["StackName"] for s in cfn.describe_stacks()["Stacks"]] == ["taken"]
+
+
+def _custom_resource_stack(fixes: list[patches.Patch]) -> str:
+    """Create a stack with one custom resource on moto with `fixes` installed; its status once CreateStack returned."""
+    template = {"Resources": {"Thing": {"Type": "Custom::Thing", "Properties": {"ServiceToken": "", "Size": "1"}}}}
+    with mock_aws(config={"lambda": {"use_docker": False}}), patches.Patches(fixes):
+        role = boto3.client("iam").create_role(RoleName="fn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        archive = io.BytesIO()
+        with zipfile.ZipFile(archive, "w") as files:
+            files.writestr("index.py", "def handler(event, context):\n    return None\n")
+        function = boto3.client("lambda", region_name="us-east-1").create_function(
+            FunctionName="fn",
+            Runtime="python3.13",
+            Role=role,
+            Handler="index.handler",
+            Code={"ZipFile": archive.getvalue()},
+        )
+        template["Resources"]["Thing"]["Properties"]["ServiceToken"] = function["FunctionArn"]
+        cfn = boto3.client("cloudformation", region_name="us-east-1")
+        cfn.create_stack(StackName="custom", TemplateBody=json.dumps(template))
+        return str(cfn.describe_stacks()["Stacks"][0]["StackStatus"])
+
+
+def test_gap_27_moto_alone_never_runs_a_custom_resources_function() -> None:
+    # Given moto as it is
+    # When a stack with a custom resource is created
+    status = _custom_resource_stack([])
+    # Then the function never ran (moto's Docker path), so the stack waits for an answer that never comes
+    assert status == "CREATE_IN_PROGRESS"
+
+
+def test_gap_27_a_custom_resource_request_reaches_its_function_with_a_response_url() -> None:
+    # Given the offline cloud's custom-resource fix, with an invoker that records the requests
+    requests: list[tuple[str, dict[str, Any]]] = []
+    fixes = patches.custom_resources(lambda token, request: requests.append((token, request)), lambda: "http://cloud")
+    # When a stack with a custom resource is created
+    status = _custom_resource_stack(fixes)
+    # Then its function gets CloudFormation's Create request, answerable on the offline endpoint
+    ((token, request),) = requests
+    assert token.endswith(":function:fn")
+    assert (request["RequestType"], request["LogicalResourceId"], request["ResourceType"]) == (
+        "Create",
+        "Thing",
+        "Custom::Thing",
+    )
+    assert request["ResponseURL"].startswith("http://cloud/cloudformation_us-east-1/cfnresponse?stack=")
+    assert request["ResourceProperties"]["Size"] == "1"
+    # And the stack waits for the answer, as CloudFormation does
+    assert status == "CREATE_IN_PROGRESS"

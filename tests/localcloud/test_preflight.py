@@ -112,25 +112,11 @@ def test_a_new_account_deploying_with_enable_macie_has_nothing_blocking() -> Non
     assert code == 0
 
 
-def test_an_established_account_has_macies_log_group_already() -> None:
-    # Given an established account: Macie on, its job log group present
-    with offline_account("established"):
-        # When preflight checks a deploy with the default parameters (CreateMacieLogGroup=true, EnableMacie=false)
-        code, out, _ = preflight()
-    # Then the stack's log group would collide with Macie's; Macie itself is fine as it is
-    assert out[:-1] == [
-        f"BLOCKS DEPLOY: log group {MACIE_LOG_GROUP} already exists in us-east-1: the stack's MacieLogGroup would fail "
-        '"already exists" and the stack roll back; fix: set CreateMacieLogGroup=false',
-        NOT_CHECKED,
-    ]
-    assert code == 1
-
-
 def test_an_established_account_refuses_a_second_macie_session() -> None:
     # Given an established account, where Macie is on
     with offline_account("established"):
         # When the stack is to enable Macie too
-        code, out, _ = preflight("--parameter-overrides", "EnableMacie=true", "CreateMacieLogGroup=false")
+        code, out, _ = preflight("--parameter-overrides", "EnableMacie=true")
     # Then its MacieSession would conflict
     assert out[:-1] == [
         "BLOCKS DEPLOY: Macie is already enabled in us-east-1 (ENABLED): the stack's MacieSession would fail "
@@ -140,11 +126,11 @@ def test_an_established_account_refuses_a_second_macie_session() -> None:
     assert code == 1
 
 
-def test_an_established_account_with_the_parameters_it_needs_finds_nothing() -> None:
-    # Given an established account
+def test_an_established_account_finds_nothing_with_the_default_parameters() -> None:
+    # Given an established account: Macie on, its job log group there (the stack subscribes to it as it is)
     with offline_account("established"):
-        # When the parameters say Macie is on and its log group exists
-        code, out, err = preflight("--parameter-overrides", "CreateMacieLogGroup=false", "EnableMacie=false")
+        # When preflight checks a deploy with the default parameters (EnableMacie=false)
+        code, out, err = preflight()
     # Then no check finds anything (the definitions could not be validated offline), and the run exits 0
     assert err == []
     assert out == [
@@ -163,7 +149,7 @@ def test_a_log_group_with_two_subscription_filters_takes_no_third() -> None:
                 logGroupName=MACIE_LOG_GROUP, filterName=name, filterPattern="", destinationArn=function_arn
             )
         # When preflight checks a deploy that subscribes to it
-        code, out, _ = preflight("--parameter-overrides", "CreateMacieLogGroup=false")
+        code, out, _ = preflight()
     # Then the stack's subscription would be the third, and the finding names the two there are
     assert out[0] == (
         f"BLOCKS DEPLOY: log group {MACIE_LOG_GROUP} has 2 subscription filters already (audit-export, "
@@ -178,7 +164,7 @@ def test_a_long_stack_name_makes_a_state_machine_name_too_long() -> None:
     stack = "callback-kit-" + "x" * 51
     with offline_account("established"):
         # When preflight checks it
-        code, out, _ = preflight("--stack-name", stack, "--parameter-overrides", "CreateMacieLogGroup=false")
+        code, out, _ = preflight("--stack-name", stack)
     # Then one finding names every name over its limit, the longest, and the longest stack name that fits
     (finding,) = [line for line in out if line.startswith("BLOCKS")]
     assert finding == (
@@ -212,9 +198,7 @@ def test_a_profile_of_another_geography_blocks_extract() -> None:
     # Given an established account in us-east-1
     with offline_account("established"):
         # When the stack is to run its jobs on the EU profile
-        code, out, _ = preflight(
-            "--parameter-overrides", "CreateMacieLogGroup=false", "DataAutomationProfile=eu.data-automation-v1"
-        )
+        code, out, _ = preflight("--parameter-overrides", "DataAutomationProfile=eu.data-automation-v1")
     # Then BDA would refuse them
     assert [line for line in out if line.startswith("BLOCKS")] == [
         "BLOCKS EXTRACT: DataAutomationProfile=eu.data-automation-v1 is not of us-east-1's geography (us.): BDA "

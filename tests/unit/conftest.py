@@ -15,8 +15,10 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
+from moto.cloudformation import cloudformation_backends
 
 from localcloud import patches
+from localcloud.account import MACIE_LOG_GROUP
 from localcloud.clock import ManualClock
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -62,13 +64,27 @@ def deployed() -> Iterator[tuple[Deployed, Workflows]]:
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("AWS_PROFILE", raising=False)
         deliveries = Deliveries()
-        with mock_aws(config=MOTO_CONFIG), patches.Patches(patches.event_delivery(deliveries.deliver, undeliverable)):
+        fixes = [
+            *patches.event_delivery(deliveries.deliver, undeliverable),
+            *patches.custom_resources(answered_with_its_properties, lambda: "http://unused"),
+        ]
+        with mock_aws(config=MOTO_CONFIG), patches.Patches(fixes):
+            # Macie's job log group, as an account where Macie ran a job has it: the custom resource that makes it
+            # elsewhere is answered without its function here
+            boto3.client("logs", region_name=REGION).create_log_group(logGroupName=MACIE_LOG_GROUP)
             stack = deploy_template(deliveries)
             support._deployed.append(stack)
             try:
                 yield stack, Workflows()
             finally:
                 support._deployed.remove(stack)
+
+
+def answered_with_its_properties(service_token: str, request: dict[str, Any]) -> None:
+    """A custom resource's request, answered at once with its properties as its attributes: the unit tests run no
+    function (the offline cloud runs the real one: tests/workflows/test_stacks.py)."""
+    stack = cloudformation_backends[ACCOUNT][REGION].get_stack(request["StackId"])
+    stack.get_custom_resource(request["LogicalResourceId"]).set_data(request["ResourceProperties"])
 
 
 def undeliverable(arn: str, record: Any, attributes: dict[str, str]) -> None:

@@ -135,6 +135,7 @@ REPLAYED = {
     "acquire_permit",
     "release_permit",
     "sweep_permits",
+    "ensure_macie_log_group",  # replayed in test_ensure_macie_log_group.py
 }
 # The stack the samples' ARNs name (samconfig.toml's default stack_name): the state machine is `<stack>-export`.
 EXPORT_ENDS = {

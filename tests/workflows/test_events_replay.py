@@ -26,6 +26,7 @@ PACKAGE_DEFECTS = ("Runtime.", "Sandbox.", "ModuleNotFoundError", "ImportError")
 # Samples that name resources of another deployment (a bucket, a Macie job the function confirms with Macie): on
 # this stack their function answers with the AWS error for the missing resource, as it would on AWS.
 NAMES_OTHER_RESOURCES = {
+    "ensure_macie_log_group.create.json",  # its answer goes to the ResponseURL of `make local`'s stack (port 4566)
     "export_job.check-message.json",
     "publish_records.file.json",
     "resume_job.macie-bucket-access-denied.json",

@@ -34,8 +34,6 @@ def cloud() -> Iterator[LocalCloud]:
             # with no reconciler to heartbeat them, waiting tasks outlive the test (a day is 24 real minutes)
             "HeartbeatSeconds": "86400",
             "LogLevel": "WARN",
-            # an established account has Macie on and its log group there (the session's stack may have made it)
-            "CreateMacieLogGroup": "false",
         },
         async_retry_delay_seconds=0.1,
         account="established",

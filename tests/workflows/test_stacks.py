@@ -18,8 +18,9 @@ from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import PARAMETERS
 
 PROD = "callback-kit-prod"
-# Where the session's stack (dev) made Macie's log group and turned Macie on, as `make preflight` would advise
-PROD_PARAMETERS = {**PARAMETERS, "EnableMacie": "false", "CreateMacieLogGroup": "false"}
+# Where the session's stack (dev) turned Macie on, as `make preflight` would advise (Macie's log group, made by dev,
+# is subscribed to as it is)
+PROD_PARAMETERS = {**PARAMETERS, "EnableMacie": "false"}
 
 
 def start_documents(cloud: LocalCloud, stack: Stack) -> str:
