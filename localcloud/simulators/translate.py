@@ -21,8 +21,9 @@ Knobs (constructor arguments):
         fails, the others are translated) or "FAILED" (nothing is written).
     event_copies: how many times the terminal event is delivered (default 1; >1 simulates duplicate delivery).
     drop_events: finish jobs but emit no event at all (a lost event); DescribeTextTranslationJob still tells.
-Per job, a JobName starting with `fail-` ends FAILED and one starting with `partial-` ends COMPLETED_WITH_ERROR,
-whatever `outcome` says. An input prefix without documents (or a missing bucket) ends FAILED, as on AWS.
+Per job, a JobName starting with `fail-` ends FAILED and one starting with `partial-` ends COMPLETED_WITH_ERROR
+(after the stack's `<stack>.` prefix, where the name has one), whatever `outcome` says. An input prefix without
+documents (or a missing bucket) ends FAILED, as on AWS.
 
 Approximations: Message texts, the error entries of the auxiliary file and request-validation errors (all
 InvalidRequestException here) are modelled on AWS's documentation, not copied from live responses.
@@ -127,7 +128,7 @@ class TranslateSimulator(Simulator):
             if params["ClientToken"] in self._by_token:  # idempotent retry: the same job
                 job = self.jobs[self._by_token[params["ClientToken"]]]
                 return {"JobId": job.job_id, "JobStatus": job.status}
-        name = str(params.get("JobName", ""))
+        name = str(params.get("JobName", "")).split(".", 1)[-1]  # a stack names its jobs `<stack>.<execution>`
         outcome = (
             "FAILED"
             if name.startswith("fail-")

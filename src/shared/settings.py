@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field, Json
 
 class CallbackSettings(BaseModel):
     token_table: str = Field(alias="TOKEN_TABLE", min_length=1)
+    stack_name: str = Field(alias="STACK_NAME", min_length=1)  # this stack's jobs are named `<stack>.<execution>`
     task_timeout_seconds: int = Field(alias="TASK_TIMEOUT_SECONDS", gt=0)
     token_ttl_margin_seconds: int = Field(alias="TOKEN_TTL_MARGIN_SECONDS", ge=0)
     reconcile_after_seconds: int = Field(alias="RECONCILE_AFTER_SECONDS", ge=0)

@@ -40,6 +40,14 @@ HEARTBEAT_SECONDS = 600  # long enough not to matter, except in the tests that a
 NOTHING = {"RESUMED": 0, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0}
 
 
+@pytest.fixture(autouse=True)
+def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every job these tests complete is this stack's: telling another stack's apart has its own tests
+    (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
+    adapters = importlib.import_module("shared.callback.adapters")
+    monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
+
+
 @dataclass(frozen=True, eq=False)
 class Job:
     """A job of one service and how its API is asked about it."""

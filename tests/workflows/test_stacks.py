@@ -18,6 +18,7 @@ from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import PARAMETERS
 
 PROD = "callback-kit-prod"
+KINDS = (("translate", "translation"), ("macie", "classification"))  # job key prefix, the output's field
 # Where the session's stack (dev) turned Macie on, as `make preflight` would advise (Macie's log group, made by dev,
 # is subscribed to as it is)
 PROD_PARAMETERS = {**PARAMETERS, "EnableMacie": "false"}
@@ -34,10 +35,10 @@ def start_documents(cloud: LocalCloud, stack: Stack) -> str:
     return str(execution["executionArn"])
 
 
-def macie_items(cloud: LocalCloud, stack: Stack) -> set[str]:
-    """The Macie job keys the stack's token table holds (tokens, or completions kept for a token to come)."""
+def job_keys(cloud: LocalCloud, stack: Stack) -> set[str]:
+    """The job keys the stack's token table holds (tokens, or completions kept for a token to come)."""
     items = cloud.client("dynamodb").scan(TableName=stack.outputs["TokenTableName"], ConsistentRead=True)["Items"]
-    return {item["jobKey"]["S"] for item in items if item["jobKey"]["S"].startswith("macie#")}
+    return {item["jobKey"]["S"] for item in items}
 
 
 def empty(cloud: LocalCloud, bucket: str) -> None:
@@ -66,12 +67,15 @@ def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud
         assert [d["status"] for d in described] == ["SUCCEEDED", "SUCCEEDED"], described
         names = {job.request["name"].partition(".")[0] for job in macie.jobs.values()}
         assert {cloud.stack.name, PROD} <= names
-        # And neither stack keeps anything of the other's Macie job: its completion never reached it
-        dev_job, prod_job = (json.loads(d["output"])["classification"]["jobId"] for d in described)
+        # And neither stack keeps anything of the other's jobs: a Macie completion never reaches the other stack (its
+        # relay and rule take its own jobs only), a Translate one does and is acknowledged as another stack's
+        dev_jobs, prod_jobs = (
+            {f"{key}#{json.loads(d['output'])[field]['jobId']}" for key, field in KINDS} for d in described
+        )
         macie.settle()  # every log line is written, then every relay and resume it caused has run:
         cloud.runtime.drain(timeout=20)
-        assert f"macie#{prod_job}" not in macie_items(cloud, cloud.stack)
-        assert f"macie#{dev_job}" not in macie_items(cloud, prod)
+        assert not prod_jobs & job_keys(cloud, cloud.stack)
+        assert not dev_jobs & job_keys(cloud, prod)
     finally:
         delete_and_recreate(cloud, prod)
 

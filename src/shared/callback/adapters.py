@@ -40,6 +40,9 @@ class Adapter:
     # verdict wins (a success event may also hide errors only the API reports).
     confirm_events: bool = False
     explain_failure: bool = False  # the failure event carries no reason: ask the API for the job's message
+    # The job's name in its described details, where the service names jobs (None: its events and jobs carry no
+    # name of ours, so every job of the account is taken for this stack's)
+    job_name: Callable[[Detail], str | None] | None = None
 
     def matches(self, event: Detail) -> bool:
         return event.get("source") == self.source and event.get("detail-type") in self.detail_types
@@ -88,6 +91,14 @@ class Adapter:
         why = reason(described)
         return replace(outcome, detail={**outcome.detail, "message": why}) if why else outcome
 
+    def named(self, job_id: str, prefix: str) -> bool:
+        """Whether the job's name starts with `prefix` (this stack's jobs are named `<stack>.<execution>`), asked of
+        the service's API; True where the service names no job, as nothing then tells another stack's apart."""
+        if self.job_name is None:
+            return True
+        _, described = self.describe(job_id)
+        return str(self.job_name(described) or "").startswith(prefix)
+
     def current(self, job_id: str) -> Outcome | None:
         """Ask the service for the job; its Outcome if it has ended, else None."""
         status, detail = self.describe(job_id)
@@ -115,6 +126,7 @@ TRANSLATE = Adapter(
     failures=frozenset({"COMPLETED_WITH_ERROR", "FAILED", "STOPPED"}),
     describe=_describe_translate,
     explain_failure=True,  # the event is {jobId, jobStatus}; DescribeTextTranslationJob's Message says why
+    job_name=lambda described: described.get("JobName"),
 )
 
 

@@ -27,12 +27,14 @@ class Result(StrEnum):
     RESUMED = Sent.RESUMED.value  # SendTaskSuccess/Failure delivered
     RECORDED = "RECORDED"  # completion stored; the late registration will resume the task
     ALREADY_CLOSED = Sent.ALREADY_CLOSED.value  # the task had timed out or was already resumed
+    FOREIGN = "FOREIGN"  # another stack's job (its name says so): acknowledged, nothing stored
 
 
 class Callbacks:
-    def __init__(self, store: TokenStore, default_ttl_seconds: int) -> None:
+    def __init__(self, store: TokenStore, default_ttl_seconds: int, job_prefix: str) -> None:
         self.store = store
         self.default_ttl_seconds = default_ttl_seconds
+        self.job_prefix = job_prefix  # this stack's job names start with it: `<stack>.`
 
     def register(
         self, service: str, job_id: str, task_token: str, waiter: Waiter, ttl_seconds: int | None = None
@@ -87,6 +89,10 @@ class Callbacks:
                 return result
             if entry is not None:
                 return Result.DUPLICATE
+            if not adapter(outcome.service).named(outcome.job_id, self.job_prefix):
+                # Another stack's job in this account (its events reach every stack's rules): nothing to keep
+                logger.info("completion of another stack's job ignored", extra={"jobKey": key})
+                return Result.FOREIGN
             if self.store.put_outcome(key, outcome, self.default_ttl_seconds):
                 logger.info("completion recorded before registration", extra={"jobKey": key})
                 return Result.RECORDED
@@ -97,4 +103,4 @@ class Callbacks:
 def callbacks() -> Callbacks:
     """The Callbacks of this function, configured from its environment (once per container)."""
     settings = callback_settings()
-    return Callbacks(TokenStore(settings.token_table), settings.default_token_ttl_seconds)
+    return Callbacks(TokenStore(settings.token_table), settings.default_token_ttl_seconds, f"{settings.stack_name}.")
