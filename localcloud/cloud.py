@@ -386,9 +386,11 @@ class LocalCloud:
 
     def delete_stack(self, stack: Stack) -> None:
         """Delete a stack as CloudFormation does (localcloud.deploy.delete): StackDeleteFailedError while one of its
-        buckets holds objects; retained resources stay."""
+        buckets holds objects; retained resources stay; its AWS::Macie::Session turns Macie off."""
         delete(stack, self.config.region)
         self._stacks.remove(stack)
+        if stack.of_type("AWS::Macie::Session"):
+            self.account.disable_macie(self.config.region)
 
     def _configure_async_invokes(self, stack: Stack) -> None:
         for resource in stack.of_type("AWS::Lambda::EventInvokeConfig"):

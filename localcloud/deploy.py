@@ -216,6 +216,7 @@ def deploy(
     )
     if refusal:
         cfn_client.delete_stack(StackName=stack_name)
+        unsubscribe(Stack(stack_name, {}, resources), region)  # the filters made before the one refused
         raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {refusal}")
     _move_state_machines_to_executing_backend(resources, region)
     _enable_table_ttl(resources, region)

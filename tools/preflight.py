@@ -322,7 +322,10 @@ def check_macie(target: Target, client: Client) -> list[Finding]:
 def check_macie_log_group(target: Target, client: Client) -> list[Finding]:
     """The stack makes Macie's log group where it is absent (a custom resource) and subscribes to it: a group takes
     two subscription filters, so a third stack's would fail."""
-    if "MacieLogGroup" not in target.template.get("Resources", {}):
+    if (
+        "MacieLogGroup" not in target.template.get("Resources", {})
+        or target.parameters.get("MacieJobEvents") != "relay"
+    ):
         return []
     logs = client("logs")
     exists = any(
@@ -339,7 +342,8 @@ def check_macie_log_group(target: Target, client: Client) -> list[Finding]:
             Finding(
                 "BLOCKS DEPLOY",
                 f"log group {MACIE_LOG_GROUP} has {len(others)} subscription filters already ({', '.join(others)}): a "
-                "group takes two, this stack's would be the third (LimitExceededException); fix: remove one, e.g. "
+                "group takes two, this stack's would be the third (LimitExceededException); fix: set "
+                "MacieJobEvents=reconciler (the reconciler resumes this stack's Macie jobs), or remove one, e.g. "
                 f"aws logs delete-subscription-filter --log-group-name {MACIE_LOG_GROUP} --filter-name {others[0]}",
             )
         ]

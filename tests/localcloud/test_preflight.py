@@ -153,8 +153,9 @@ def test_a_log_group_with_two_subscription_filters_takes_no_third() -> None:
     # Then the stack's subscription would be the third, and the finding names the two there are
     assert out[0] == (
         f"BLOCKS DEPLOY: log group {MACIE_LOG_GROUP} has 2 subscription filters already (audit-export, "
-        "siem-forwarder): a group takes two, this stack's would be the third (LimitExceededException); fix: remove "
-        f"one, e.g. aws logs delete-subscription-filter --log-group-name {MACIE_LOG_GROUP} --filter-name audit-export"
+        "siem-forwarder): a group takes two, this stack's would be the third (LimitExceededException); fix: set "
+        "MacieJobEvents=reconciler (the reconciler resumes this stack's Macie jobs), or remove one, e.g. aws logs "
+        f"delete-subscription-filter --log-group-name {MACIE_LOG_GROUP} --filter-name audit-export"
     )
     assert code == 1
 

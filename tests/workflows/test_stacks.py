@@ -17,7 +17,7 @@ from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import PARAMETERS
 
-PROD = "callback-kit-prod"
+PROD, THIRD = "callback-kit-prod", "callback-kit-test"
 KINDS = (("translate", "translation"), ("macie", "classification"))  # job key prefix, the output's field
 # Where the session's stack (dev) turned Macie on, as `make preflight` would advise (Macie's log group, made by dev,
 # is subscribed to as it is)
@@ -76,8 +76,25 @@ def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud
         cloud.runtime.drain(timeout=20)
         assert not prod_jobs & job_keys(cloud, cloud.stack)
         assert not dev_jobs & job_keys(cloud, prod)
+        third_stack_without_the_relay(cloud)
     finally:
         delete_and_recreate(cloud, prod)
+
+
+def third_stack_without_the_relay(cloud: LocalCloud) -> None:
+    # When a third stack of the account subscribes to Macie's log group, it fails: a group takes two filters
+    with pytest.raises(StackRolledBackError, match=r"ForwardMacieLogsFunctionMacieJobLog: .*LimitExceededException"):
+        cloud.deploy_stack(THIRD, PROD_PARAMETERS)
+    # And without the relay (MacieJobEvents=reconciler) it deploys, and its reconciler resumes its Macie job
+    third = cloud.deploy_stack(THIRD, {**PROD_PARAMETERS, "MacieJobEvents": "reconciler"})
+    try:
+        assert not third.of_type("AWS::Logs::SubscriptionFilter")
+        described = wait_for_execution(cloud, start_documents(cloud, third), timeout=40, show=False)
+        assert described["status"] == "SUCCEEDED", described
+    finally:
+        for output in ("DocumentBucketName", "TaskResultBucketName"):
+            empty(cloud, third.outputs[output])
+        cloud.delete_stack(third)
 
 
 def delete_and_recreate(cloud: LocalCloud, prod: Stack) -> None:
