@@ -122,7 +122,8 @@ def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> d
     since the artifact never leaves this machine.
     """
     s3 = boto3.client("s3", region_name=region)
-    s3.create_bucket(Bucket=bucket)
+    elsewhere = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    s3.create_bucket(Bucket=bucket, **elsewhere)  # S3 refuses a location constraint in us-east-1, needs one elsewhere
     global_code_uri = template.get("Globals", {}).get("Function", {}).get("CodeUri")
     for resource in template.get("Resources", {}).values():
         props = resource.setdefault("Properties", {})

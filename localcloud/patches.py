@@ -288,7 +288,9 @@ _moto_process_cfn_response = CloudFormationResponse.process_cfn_response
 
 
 def _process_cfn_response(self: CloudFormationResponse) -> Any:
-    """A FAILED answer is kept on its resource (`failure`), where localcloud.deploy reads it; SUCCESS is moto's."""
+    """A FAILED answer is kept on its resource (`failure`), where localcloud.deploy reads it; SUCCESS is moto's. The
+    answer is about a stack of the Region its StackId names (moto took the unsigned request for its default one)."""
+    self.region = str(self._get_param("StackId")).split(":")[3]
     if self._get_param("Status") == "FAILED":
         stack = self.cloudformation_backend.get_stack(self._get_param("StackId"))
         resource = stack.get_custom_resource(self._get_param("LogicalResourceId"))

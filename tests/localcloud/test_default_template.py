@@ -60,3 +60,15 @@ def test_the_extract_feature_can_be_left_out_and_the_api_then_offers_no_extract_
         (api,) = [f for f in cloud.stack.of_type("AWS::Lambda::Function") if f.logical_id == "TaskApiFunction"]
         task_types = json.loads(api.properties["Environment"]["Variables"]["TASK_STATE_MACHINES"])
         assert set(task_types) == {"documents", "bounded"}
+
+
+def test_the_default_template_deploys_in_a_region_without_bedrock_data_automation() -> None:
+    # Given the template with its defaults (Extract=auto), in sa-east-1, a Region without Bedrock Data Automation
+    config = CloudConfig(template=TEMPLATE, stack_name="sao-paulo", region="sa-east-1", aws_port=0, http_port=0)
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        machines = {r.logical_id for r in cloud.stack.of_type("AWS::StepFunctions::StateMachine")}
+        # Then it deploys, without the extract feature, whose profile and SDK integration the Region lacks
+        assert "DocumentsWorkflow" in machines
+        assert not {"ExtractWorkflow", "ExtractDocumentWorkflow"} & machines
+        assert cloud.stack.outputs["DocumentsWorkflowArn"].startswith("arn:aws:states:sa-east-1:")
