@@ -50,3 +50,17 @@ def test_this_stacks_early_completion_is_kept_for_its_registration(aws: Aws, stu
     # Then the outcome is kept for the registration
     assert result == {"status": "RECORDED"}
     assert [item["jobKey"] for item in aws.items()] == [f"translate#{JOB_ID}"]
+
+
+def test_a_completion_of_a_job_translate_does_not_know_is_no_job_of_this_stack(
+    aws: Aws, stubbed: Callable[[str], Stubber]
+) -> None:
+    # Given a completion event of a job this account's Translate does not know (an event replayed from elsewhere)
+    stubbed("translate").add_client_error(
+        "describe_text_translation_job", "ResourceNotFoundException", "The job does not exist", 400
+    )
+    # When it reaches the resume function
+    result = invoke("resume_job", completed(JOB_ID))
+    # Then it is acknowledged as not this stack's, and nothing is kept
+    assert result == {"status": "FOREIGN"}
+    assert aws.items() == []

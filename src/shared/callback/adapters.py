@@ -93,10 +93,16 @@ class Adapter:
 
     def named(self, job_id: str, prefix: str) -> bool:
         """Whether the job's name starts with `prefix` (this stack's jobs are named `<stack>.<execution>`), asked of
-        the service's API; True where the service names no job, as nothing then tells another stack's apart."""
+        the service's API; True where the service names no job, as nothing then tells another stack's apart. A job
+        the service does not know (an event replayed from elsewhere) is no job of this stack's either."""
         if self.job_name is None:
             return True
-        _, described = self.describe(job_id)
+        try:
+            _, described = self.describe(job_id)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                return False
+            raise
         return str(self.job_name(described) or "").startswith(prefix)
 
     def current(self, job_id: str) -> Outcome | None:
