@@ -245,3 +245,22 @@ def test_canary_the_offline_cloud_does_not_serve_validate_state_machine_definiti
         # Then moto has no handler for it (when this fails, preflight can validate offline: drop ValidationNotServed)
         with pytest.raises(NotImplementedError, match="validate_state_machine_definition"):
             cloud.client("stepfunctions").validate_state_machine_definition(definition=definition, type="STANDARD")
+
+
+def test_a_reservation_a_new_account_cannot_give_blocks_the_deploy(tmp_path: Path) -> None:
+    # Given a stack that reserves one execution for a function, to go into a new account (quota 10, all of it kept)
+    config = tmp_path / "samconfig.toml"
+    config.write_text(
+        'version = 0.1\n[dev.deploy.parameters]\nstack_name = "reserving"\nparameter_overrides = "Reserved=1"\n'
+    )
+    argv = ["--template", str(FIXTURE), "--config-file", str(config), "--config-env", "dev", "--region", "us-east-1"]
+    out = io.StringIO()
+    with offline_account("new"), redirect_stdout(out), pytest.raises(SystemExit) as exited:
+        main(argv)
+    # Then preflight says CreateFunction would fail with Lambda's words, and what to do
+    (finding,) = [line for line in out.getvalue().splitlines() if line.startswith("BLOCKS DEPLOY")]
+    assert finding.startswith(
+        "BLOCKS DEPLOY: the stack's functions reserve 1 concurrent executions, the account has 10"
+    )
+    assert "below its minimum value of [10]." in finding
+    assert exited.value.code == 1
