@@ -162,7 +162,7 @@ STEP_FUNCTIONS = (
     Patch(CallbackPoolManager, "add", sfn._pool_add, "gap 10"),
     Patch(StepFunctionsParserBackend, "send_task_success", sfn._send_task_success_by_key, "gap 10"),
     Patch(StepFunctionsParserBackend, "send_task_failure", sfn._send_task_failure_by_key, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gaps 10, 28"),
     Patch(BranchWorker, "_thread_routine", sfn._branch_routine, "gap 13"),
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn._evaluation_entrypoint, "speed"),
     Patch(StateMachine, "_handle_name_input_idempotency", sfn._name_idempotency, "speed"),

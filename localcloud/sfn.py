@@ -333,8 +333,13 @@ def _send_task_failure_by_key(
 
 
 def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
+    """Gap 28: a heartbeat while the task's own call still runs (its heartbeat endpoint not made yet) is accepted, as
+    AWS accepts it; moto answered InvalidToken, and a reconciler told "closed" forgot a live registration."""
+    from localcloud import patches  # here: patches imports this module
+
     pool = _waiting_pool(task_token)
-    _send(pool, lambda: pool.heartbeat(task_token))
+    started = {endpoint.callback_id for endpoint in patches.callback_endpoints(pool)}
+    _send(pool, lambda: pool.heartbeat(task_token) or task_token in started)
 
 
 # --- StopExecution during a Parallel state (gap 13) -------------------------------------------------------------------

@@ -29,8 +29,10 @@ from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import LocalCloud
 from localcloud.events import as_service
 from localcloud.lambdas import Worker
+from localcloud.simulators.translate import TranslateSimulator
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
+INPUT, OUTPUT = "s3://callback-jobs-input/documents/", "s3://callback-jobs-output/translations/"
 CLOSES = ("TaskSucceeded", "TaskFailed", "TaskTimedOut")  # history events that close a task
 
 
@@ -123,6 +125,39 @@ def ends_queue(cloud: LocalCloud, machine: str) -> str:
     return url
 
 
+class TranslateJobs:
+    """Translate jobs the way the stack starts them, in a simulated Translate (knobs as TranslateSimulator's): each one
+    named `<stack>.<name>`, as the stack names its jobs, so that a completion racing its registration is told from
+    another stack's (the resume function describes it) and kept."""
+
+    def __init__(self, cloud: LocalCloud, **knobs: Any) -> None:
+        self.simulator = TranslateSimulator(cloud.config.region, clock=cloud.clock, **knobs)
+        cloud.add_simulator(self.simulator)
+        s3 = cloud.client("s3")
+        for uri in (INPUT, OUTPUT):
+            s3.create_bucket(Bucket=uri.split("/")[2])
+        s3.put_object(Bucket=INPUT.split("/")[2], Key="documents/note.txt", Body=b"a short note to translate")
+        self.stack, self.translate = cloud.stack.name, cloud.client("translate")
+
+    def new(self) -> str:
+        """A new job that never ends by itself (with a simulator that ends none): the run puts its completion."""
+        return self.start(uuid.uuid4().hex, str(uuid.uuid4()))
+
+    def start(self, name: str, client_token: str) -> str:
+        """A new job's id."""
+        return str(
+            self.translate.start_text_translation_job(
+                JobName=f"{self.stack}.{name}",
+                InputDataConfig={"S3Uri": INPUT, "ContentType": "text/plain"},
+                OutputDataConfig={"S3Uri": OUTPUT},
+                DataAccessRoleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/callback-jobs-translate",
+                SourceLanguageCode="en",
+                TargetLanguageCodes=["fr"],
+                ClientToken=client_token,
+            )["JobId"]
+        )
+
+
 def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
     """Translate's completion event for the job, put as the service puts it."""
     entry = {
@@ -201,19 +236,21 @@ def run_jobs(
     job_seconds: tuple[float, float] = (0.0, 0.5),
     result: JobsResult | None = None,
     machine: str | None = None,
-    new_job: Callable[[], str] = lambda: uuid.uuid4().hex,
+    new_job: Callable[[], str] | None = None,
     complete_job: Callable[[str], None] | None = None,
     after_ends: Callable[[], None] = lambda: None,
 ) -> JobsResult:
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
-    Each job (its id from `new_job`) runs an execution of `machine` (default: `waiting_machine`). Its completion is
-    put (by `complete_job`, default `complete`) `job_seconds` (a random span) after its start, except for a fraction
-    `early` put at once (racing the registration). Ends are watched through the executions' status change events,
+    Each job (its id from `new_job`; default: a Translate job of the stack in a simulated Translate, TranslateJobs)
+    runs an execution of `machine` (default: `waiting_machine`). Its completion is put (by `complete_job`, default
+    `complete`) `job_seconds` (a random span) after its start, except for a fraction `early` put at once (racing the
+    registration). Ends are watched through the executions' status change events,
     which a rule sends to a queue, so the harness itself adds little load however many jobs are in flight. Once every
     execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then each job is
     accounted from its execution's history."""
     machine = machine or waiting_machine(cloud)
+    new_job = new_job or TranslateJobs(cloud, delay_seconds=365 * 86400, drop_events=True).new
     complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
     rng = random.Random(seed)
     sfn = cloud.client("stepfunctions")

@@ -36,13 +36,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.demo import route_logs
 from localcloud.lambda_faults import KINDS
 from localcloud.simulators.translate import ACTIVE, EVENT_DETAIL_TYPE, EVENT_SOURCE, TranslateSimulator
 from tests.bench.bench import machine
-from tests.bench.callbacks import JobsResult, complete, dead_letter_count, run_jobs, waiting_machine
+from tests.bench.callbacks import JobsResult, TranslateJobs, complete, dead_letter_count, run_jobs, waiting_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / ".aws-sam" / "bench"
@@ -56,7 +55,6 @@ PARAMETERS = {
 }
 # The wire faults of every worker (localcloud/lambda_faults.py), per AWS call or per invocation (crash).
 WIRE_FAULTS = {"throttle": 0.05, "server_error": 0.02, "reset": 0.02, "lost_answer": 0.02, "crash": 0.02}
-INPUT, OUTPUT = "s3://chaos-input/documents/", "s3://chaos-output/translations/"
 
 
 @dataclass(frozen=True)
@@ -165,12 +163,8 @@ def run_chaos(
     faults: EventFaults = EventFaults(),
 ) -> ChaosResult:
     """Run `jobs` callback jobs under the event faults (and the cloud's wire faults); account them."""
-    simulator = TranslateSimulator(cloud.config.region, delay_seconds=0, clock=cloud.clock, drop_events=True)
-    cloud.add_simulator(simulator)  # jobs end at once; their events are this run's to put (or lose)
-    s3, translate = cloud.client("s3"), cloud.client("translate")
-    for uri in (INPUT, OUTPUT):
-        s3.create_bucket(Bucket=uri.split("/")[2])
-    s3.put_object(Bucket="chaos-input", Key="documents/note.txt", Body=b"a short note to translate")
+    translate_jobs = TranslateJobs(cloud, delay_seconds=0, drop_events=True)  # jobs end at once; their events are
+    simulator = translate_jobs.simulator  # this run's to put (or lose)
     machine_arn = waiting_machine(cloud, name=CHAOS_MACHINE, retry=registration_retry())
     rng = random.Random(seed)
     plans: dict[str, Plan] = {}
@@ -181,17 +175,7 @@ def run_chaos(
 
     def new_job() -> str:
         prefix = rng.choices(("", "fail-", "partial-"), weights=(70, 15, 15))[0]
-        job_id = str(
-            translate.start_text_translation_job(
-                JobName=f"{prefix}chaos-{len(plans)}",
-                InputDataConfig={"S3Uri": INPUT, "ContentType": "text/plain"},
-                OutputDataConfig={"S3Uri": OUTPUT},
-                DataAccessRoleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/chaos-translate",
-                SourceLanguageCode="en",
-                TargetLanguageCodes=["fr"],
-                ClientToken=str(uuid.UUID(int=rng.getrandbits(128))),
-            )["JobId"]
-        )
+        job_id = translate_jobs.start(f"{prefix}chaos-{len(plans)}", str(uuid.UUID(int=rng.getrandbits(128))))
         plans[job_id] = Plan.draw(rng, faults)
         return job_id
 

@@ -140,15 +140,19 @@ def scenario_aws_sdk_tasks() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _lambda_that_calls_back_before_returning(sfn: Any) -> Iterator[None]:
-    """moto's Lambda without Docker, replaced by one that calls SendTaskSuccess with the token of its payload and
-    only then returns: the callback deterministically arrives while the task's own service call is running."""
+def _lambda_that_calls_back_before_returning(sfn: Any, call: Callable[[str], None] | None = None) -> Iterator[None]:
+    """moto's Lambda without Docker, replaced by one that calls SendTaskSuccess (or `call`) with the token of its
+    payload and only then returns: the callback deterministically arrives while the task's own call is running."""
     original = LambdaSimpleBackend.invoke
 
     def invoke(
         backend: Any, function_name: str, qualifier: Any, body: Any, headers: Any, response_headers: Any
     ) -> bytes:
-        sfn.send_task_success(taskToken=json.loads(body)["token"], output=json.dumps({"resumed": True}))
+        token = json.loads(body)["token"]
+        if call is None:
+            sfn.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
+        else:
+            call(token)
         return b"{}"
 
     LambdaSimpleBackend.invoke = invoke  # type: ignore[method-assign,assignment]
@@ -188,6 +192,50 @@ def scenario_early_callback() -> dict[str, Any]:
         execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
         result = _wait_until_done(sfn, execution_arn, within_s=TASK_TIMEOUT_S + 6)
     return {**result, "elapsed_s": time.monotonic() - started}
+
+
+def scenario_early_heartbeat() -> dict[str, Any]:
+    """Gap 28: SendTaskHeartbeat arrives before lambda:invoke.waitForTaskToken has returned (AWS accepts it: the
+    token is the task's from the moment the task starts)."""
+    sfn, iam, awslambda = _clients("stepfunctions", "iam", "lambda")
+    role = iam.create_role(RoleName="sfn-heartbeat", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    code = io.BytesIO()
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
+    awslambda.create_function(
+        FunctionName="heartbeat-at-once",
+        Runtime="python3.13",
+        Role=role,
+        Handler="index.handler",
+        Code={"ZipFile": code.getvalue()},
+    )
+    states = {
+        "Invoke": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+            "Parameters": {"FunctionName": "heartbeat-at-once", "Payload": {"token.$": "$$.Task.Token"}},
+            "HeartbeatSeconds": HEARTBEAT_S,
+            "TimeoutSeconds": TASK_TIMEOUT_S,
+            "End": True,
+        }
+    }
+    machine = _state_machine(sfn, "EarlyHeartbeat", states, "Invoke")
+    answers: list[str] = []
+
+    def heartbeat(token: str) -> None:
+        try:
+            sfn.send_task_heartbeat(taskToken=token)
+            answers.append("accepted")
+        except ClientError as exc:
+            answers.append(str(exc.response["Error"]["Code"]))
+
+    with _lambda_that_calls_back_before_returning(sfn, heartbeat):
+        execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+        deadline = time.monotonic() + 10
+        while not answers and time.monotonic() < deadline:
+            time.sleep(0.05)
+    sfn.stop_execution(executionArn=execution_arn)
+    return {"heartbeat": answers[0] if answers else "never sent"}
 
 
 def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any]:
@@ -341,6 +389,7 @@ def scenario_fix_targets() -> dict[str, Any]:
 SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "aws_sdk_tasks": scenario_aws_sdk_tasks,
     "early_callback": scenario_early_callback,
+    "early_heartbeat": scenario_early_heartbeat,
     "stop_while_waiting": scenario_stop_while_waiting,
     "unnamed_executions": scenario_unnamed_executions,
     "fix_targets": scenario_fix_targets,
@@ -594,6 +643,22 @@ def test_gap3_unpatched_moto_loses_a_callback_sent_during_the_call(unpatched: Un
     assert result["status"] == "FAILED", result
     assert result["error"] == "States.Timeout"
     assert result["elapsed_s"] >= HEARTBEAT_S
+
+
+def test_gap28_patched_heartbeat_sent_during_the_call_is_accepted(patched: None) -> None:
+    # Given moto with the Step Functions patches installed and a Lambda that sends a heartbeat before it returns
+    # When lambda:invoke.waitForTaskToken runs it
+    result = scenario_early_heartbeat()
+    # Then the heartbeat is accepted, as AWS accepts it (the reconciler heartbeats a job right after it registered)
+    assert result == {"heartbeat": "accepted"}
+
+
+def test_gap28_unpatched_moto_calls_a_heartbeat_during_the_call_an_invalid_token(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto and a Lambda that sends a heartbeat before it returns
+    # When lambda:invoke.waitForTaskToken runs it
+    result = unpatched.result("early_heartbeat")
+    # Then moto refuses it as if the task were closed: a reconciler would forget a live registration
+    assert result == {"heartbeat": "InvalidToken"}
 
 
 def test_gap4_unpatched_moto_ignores_stop_during_callback_wait(unpatched: UnpatchedProbe) -> None:
