@@ -3,6 +3,7 @@ is a permit granted, a task still RUNNING is a waiter."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -14,6 +15,7 @@ from boto3.dynamodb.conditions import Key
 from pydantic import ValidationError
 
 from localcloud.clock import ManualClock
+from tests.unit.faults import fail
 from tests.unit.support import EVENTS, REGION, Aws, Deployed, invoke
 from tests.unit.waiting import WaitingTask, wait_until
 
@@ -226,10 +228,10 @@ def test_the_sweeper_drops_a_waiter_whose_execution_ended_unseen(
 def test_a_refused_heartbeat_does_not_drop_a_waiter_whose_execution_runs(
     permits: Any, waiting_task: Callable[..., WaitingTask]
 ) -> None:
-    # Given a waiter whose task refuses heartbeats while its execution runs (offline, a task refuses them until its
-    # acquire call has returned; this one has no HeartbeatSeconds at all)
+    # Given a waiter whose task refuses heartbeats (TaskTimedOut) while its execution still runs
     holder, waiter = live_holder(waiting_task), waiting_task()
     acquire(waiter, limit=1)
+    fail(importlib.import_module("shared.aws").client("stepfunctions"), "SendTaskHeartbeat", "TaskTimedOut")
 
     counts = invoke("sweep_permits", {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}})
 
