@@ -6,6 +6,7 @@ docs/offline-cloud.md); without them a stopped execution waits on and a late Sen
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 from collections.abc import Callable, Iterator
@@ -71,7 +72,9 @@ def deployed() -> Iterator[tuple[Deployed, Workflows]]:
         with mock_aws(config=MOTO_CONFIG), patches.Patches(fixes):
             # Macie's job log group, as an account where Macie ran a job has it: the custom resource that makes it
             # elsewhere is answered without its function here
-            boto3.client("logs", region_name=REGION).create_log_group(logGroupName=MACIE_LOG_GROUP)
+            logs = boto3.client("logs", region_name=REGION)
+            with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):  # a cloud around it made it
+                logs.create_log_group(logGroupName=MACIE_LOG_GROUP)
             stack = deploy_template(deliveries)
             support._deployed.append(stack)
             try:
