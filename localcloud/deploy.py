@@ -287,9 +287,10 @@ def _custom_resources_answered(stack_id: str, region: str) -> str | None:
                 )
         if stack.status != "CREATE_IN_PROGRESS":  # moto marks it complete after the last answer's data is set
             return None
-        waiting = [logical_id for logical_id, r in stack.custom_resources.items() if not r.is_created()] or ["stack"]
         if time.monotonic() > deadline:
-            return f"{waiting[0]}: the custom resource's function did not answer in {CUSTOM_RESOURCE_TIMEOUT_SECONDS} s"
+            waiting = [logical_id for logical_id, r in stack.custom_resources.items() if not r.is_created()]
+            seconds = CUSTOM_RESOURCE_TIMEOUT_SECONDS
+            return f"{', '.join(waiting)}: no answer from the custom resource's function in {seconds} s"
         time.sleep(0.05)
 
 

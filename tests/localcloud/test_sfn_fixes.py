@@ -162,15 +162,16 @@ def _lambda_that_calls_back_before_returning(sfn: Any, call: Callable[[str], Non
         LambdaSimpleBackend.invoke = original  # type: ignore[method-assign]
 
 
-def scenario_early_callback() -> dict[str, Any]:
-    """Gap 3: with HeartbeatSeconds, SendTaskSuccess arrives before lambda:invoke.waitForTaskToken has returned."""
+def _machine_waiting_on_a_lambda(name: str) -> str:
+    """A state machine `name` whose one task is lambda:invoke.waitForTaskToken (HeartbeatSeconds set) of a function
+    of its own, which moto's Lambda is told to run by `_lambda_that_calls_back_before_returning`."""
     sfn, iam, awslambda = _clients("stepfunctions", "iam", "lambda")
-    role = iam.create_role(RoleName="sfn-fixes", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    role = iam.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     code = io.BytesIO()
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("index.py", "def handler(event, context):\n    return event\n")
     awslambda.create_function(
-        FunctionName="resume-at-once",
+        FunctionName=f"{name}-fn",
         Runtime="python3.13",
         Role=role,
         Handler="index.handler",
@@ -180,13 +181,19 @@ def scenario_early_callback() -> dict[str, Any]:
         "Invoke": {
             "Type": "Task",
             "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-            "Parameters": {"FunctionName": "resume-at-once", "Payload": {"token.$": "$$.Task.Token"}},
+            "Parameters": {"FunctionName": f"{name}-fn", "Payload": {"token.$": "$$.Task.Token"}},
             "HeartbeatSeconds": HEARTBEAT_S,
             "TimeoutSeconds": TASK_TIMEOUT_S,
             "End": True,
         }
     }
-    machine = _state_machine(sfn, "EarlyCallback", states, "Invoke")
+    return _state_machine(sfn, name, states, "Invoke")
+
+
+def scenario_early_callback() -> dict[str, Any]:
+    """Gap 3: with HeartbeatSeconds, SendTaskSuccess arrives before lambda:invoke.waitForTaskToken has returned."""
+    (sfn,) = _clients("stepfunctions")
+    machine = _machine_waiting_on_a_lambda("EarlyCallback")
     with _lambda_that_calls_back_before_returning(sfn):
         started = time.monotonic()
         execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
@@ -197,29 +204,8 @@ def scenario_early_callback() -> dict[str, Any]:
 def scenario_early_heartbeat() -> dict[str, Any]:
     """Gap 28: SendTaskHeartbeat arrives before lambda:invoke.waitForTaskToken has returned (AWS accepts it: the
     token is the task's from the moment the task starts)."""
-    sfn, iam, awslambda = _clients("stepfunctions", "iam", "lambda")
-    role = iam.create_role(RoleName="sfn-heartbeat", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
-    code = io.BytesIO()
-    with zipfile.ZipFile(code, "w") as archive:
-        archive.writestr("index.py", "def handler(event, context):\n    return event\n")
-    awslambda.create_function(
-        FunctionName="heartbeat-at-once",
-        Runtime="python3.13",
-        Role=role,
-        Handler="index.handler",
-        Code={"ZipFile": code.getvalue()},
-    )
-    states = {
-        "Invoke": {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-            "Parameters": {"FunctionName": "heartbeat-at-once", "Payload": {"token.$": "$$.Task.Token"}},
-            "HeartbeatSeconds": HEARTBEAT_S,
-            "TimeoutSeconds": TASK_TIMEOUT_S,
-            "End": True,
-        }
-    }
-    machine = _state_machine(sfn, "EarlyHeartbeat", states, "Invoke")
+    (sfn,) = _clients("stepfunctions")
+    machine = _machine_waiting_on_a_lambda("EarlyHeartbeat")
     answers: list[str] = []
 
     def heartbeat(token: str) -> None:
@@ -232,7 +218,7 @@ def scenario_early_heartbeat() -> dict[str, Any]:
     with _lambda_that_calls_back_before_returning(sfn, heartbeat):
         execution_arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
         deadline = time.monotonic() + 10
-        while not answers and time.monotonic() < deadline:
+        while not answers and time.monotonic() < deadline:  # a positive signal: the function's heartbeat answered
             time.sleep(0.05)
     sfn.stop_execution(executionArn=execution_arn)
     return {"heartbeat": answers[0] if answers else "never sent"}

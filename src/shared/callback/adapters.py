@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from shared.aws import account_id, client
+from shared.aws import account_id, client, error_code
 from shared.exceptions import JobEventNotConfirmedError, UnknownJobEventError, UnknownServiceError
 from shared.outcome import Detail, Outcome, reason
 
@@ -100,7 +100,7 @@ class Adapter:
         try:
             _, described = self.describe(job_id)
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            if error_code(exc) == "ResourceNotFoundException":
                 return False
             raise
         return str(self.job_name(described) or "").startswith(prefix)
