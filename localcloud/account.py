@@ -60,6 +60,8 @@ def profile(name: str) -> AccountProfile:
 class MacieAlreadyEnabledError(Exception):
     """AWS::Macie::Session (EnableMacie) where Macie is enabled already."""
 
+    MESSAGE = "Macie is already enabled for this account."
+
 
 class Account:
     """One offline account: its profile and the state that profile starts it in (thread-safe)."""
@@ -78,17 +80,24 @@ class Account:
         """EnableMacie in `region`; MacieAlreadyEnabledError where it is on already (Macie answers a conflict)."""
         with self._lock:
             if self._macie.get(region, self.profile.macie_enabled):
-                raise MacieAlreadyEnabledError("Macie is already enabled for this account.")
+                raise MacieAlreadyEnabledError(MacieAlreadyEnabledError.MESSAGE)
             self._macie[region] = True
 
     def disable_macie(self, region: str) -> None:
         with self._lock:
             self._macie[region] = False
 
-    def reservation_refusal(self, reservations: Iterable[tuple[str, int]]) -> tuple[str, str] | None:
+    def reserved(self, region: str) -> dict[str, int]:
+        """What the Region's functions reserve (ReservedConcurrentExecutions), by function name."""
+        from moto.awslambda.utils import get_backend
+
+        functions = get_backend(self.id, region).list_functions()
+        return {fn.function_name: int(fn.reserved_concurrency) for fn in functions if fn.reserved_concurrency}
+
+    def reservation_refusal(self, reservations: Iterable[tuple[str, int]], held: int = 0) -> tuple[str, str] | None:
         """The first function, in creation order, whose ReservedConcurrentExecutions Lambda refuses, with Lambda's
-        message; None when every reservation fits the quota."""
-        unreserved = self.profile.lambda_concurrency
+        message, where the Region's other functions reserve `held` already; None when every reservation fits."""
+        unreserved = self.profile.lambda_concurrency - held
         for name, reserved in reservations:
             unreserved -= reserved
             if unreserved < self.profile.unreserved_minimum:
@@ -126,7 +135,7 @@ class LambdaAccountSettings:
         from moto.awslambda.utils import get_backend
 
         functions = get_backend(self.account.id, self.region).list_functions()
-        reserved = sum(int(fn.reserved_concurrency or 0) for fn in functions)
+        reserved = sum(self.account.reserved(self.region).values())
         return self.account.lambda_settings(reserved, sum(int(fn.code_size) for fn in functions), len(functions))
 
     def handle(self, operation: Any, params: dict[str, Any]) -> dict[str, Any]:

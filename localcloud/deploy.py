@@ -219,6 +219,7 @@ def deploy(
         cfn_client.delete_stack(StackName=stack_name)
         unsubscribe(Stack(stack_name, {}, resources), region)  # the filters made before the one refused
         raise StackRolledBackError(f"stack {stack_name} ended ROLLBACK_COMPLETE: {refusal}")
+    _apply_to_the_account(resources, account, region)
     _move_state_machines_to_executing_backend(resources, region)
     _enable_table_ttl(resources, region)
     _apply_bucket_lifecycle_rules(resources, region)
@@ -295,23 +296,31 @@ def _custom_resources_answered(stack_id: str, region: str) -> str | None:
 
 
 def _account_refusal(resources: list[Resource], account: Account, region: str) -> str | None:
-    """The first resource the account refuses, with CloudFormation's reason; None if it refuses none. Applies what
-    it accepts (AWS::Macie::Session enables Macie)."""
+    """The first resource the account refuses, with CloudFormation's reason; None if it refuses none. The functions
+    of other stacks (and of none) count with what they reserve already."""
+    functions = [r for r in resources if r.type == "AWS::Lambda::Function"]
+    mine = {f.physical_id for f in functions}
+    held = sum(reserved for name, reserved in account.reserved(region).items() if name not in mine)
     reservations = [
-        (r.logical_id, int(r.properties["ReservedConcurrentExecutions"]))
-        for r in resources
-        if r.type == "AWS::Lambda::Function" and "ReservedConcurrentExecutions" in r.properties
+        (f.logical_id, int(f.properties["ReservedConcurrentExecutions"]))
+        for f in functions
+        if "ReservedConcurrentExecutions" in f.properties
     ]
-    refused = account.reservation_refusal(reservations)
+    refused = account.reservation_refusal(reservations, held)
     if refused:
         return f'{refused[0]}: Resource handler returned message: "{refused[1]}" (InvalidParameterValueException)'
     for resource in resources:
-        if resource.type == "AWS::Macie::Session":
-            try:
-                account.enable_macie(region)
-            except MacieAlreadyEnabledError as exc:
-                return f'{resource.logical_id}: Resource handler returned message: "{exc}" (ConflictException)'
+        if resource.type == "AWS::Macie::Session" and account.macie_enabled(region):
+            message = MacieAlreadyEnabledError.MESSAGE
+            return f'{resource.logical_id}: Resource handler returned message: "{message}" (ConflictException)'
     return None
+
+
+def _apply_to_the_account(resources: list[Resource], account: Account, region: str) -> None:
+    """What the account keeps of a stack it accepted: AWS::Macie::Session turns Macie on (a stack rolled back
+    leaves Macie as it was)."""
+    if any(resource.type == "AWS::Macie::Session" for resource in resources):
+        account.enable_macie(region)
 
 
 def _create_subscription_filters(resources: list[Resource], region: str, stack_name: str) -> str | None:

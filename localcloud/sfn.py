@@ -333,13 +333,13 @@ def _send_task_failure_by_key(
 
 
 def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
-    """Gap 28: a heartbeat while the task's own call still runs (its heartbeat endpoint not made yet) is accepted, as
-    AWS accepts it; moto answered InvalidToken, and a reconciler told "closed" forgot a live registration."""
-    from localcloud import patches  # here: patches imports this module
-
+    """Gap 28: a heartbeat for a task still open is accepted, as AWS accepts it, also while the task's own call still
+    runs (its heartbeat endpoint not made yet: moto answered InvalidToken, and a reconciler told "closed" forgot a
+    live registration); one for a task that has its outcome is refused, whether or not it has a heartbeat endpoint."""
     pool = _waiting_pool(task_token)
-    started = {endpoint.callback_id for endpoint in patches.callback_endpoints(pool)}
-    _send(pool, lambda: pool.heartbeat(task_token) or task_token in started)
+    endpoint = pool.get(task_token)
+    open_task = endpoint is not None and endpoint.get_outcome() is None
+    _send(pool, lambda: open_task and (pool.heartbeat(task_token) or True))
 
 
 # --- StopExecution during a Parallel state (gap 13) -------------------------------------------------------------------

@@ -5,22 +5,34 @@ words, and rolls the stack back; without the rule the same deploy succeeds offli
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from localcloud.account import ESTABLISHED, MACIE_LOG_GROUP, NEW, Account, LambdaAccountSettings
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.deploy import StackRolledBackError, deploy
+from localcloud.deploy import Stack, StackRolledBackError, delete, deploy
 
 REGION = "us-east-1"
 TEMPLATE = Path(__file__).parent / "fixtures" / "account" / "template.yaml"
 
 
+_deployed: list[Stack] = []  # the stacks a test deployed, deleted when it ends
+
+
+@pytest.fixture(autouse=True)
+def each_test_its_own_stacks() -> Iterator[None]:
+    """What a test's stacks reserve or subscribe to is gone when it ends: the module's tests share one account."""
+    yield
+    while _deployed:
+        delete(_deployed.pop(), REGION)
+
+
 def deploy_fixture(account: Account, **parameters: str) -> str:
     """Deploy the fixture with `parameters` into `account`; the stack's name."""
     name = f"account-{uuid.uuid4().hex[:8]}"
-    deploy(TEMPLATE, name, parameters, REGION, f"{name}-artifacts", account)
+    _deployed.append(deploy(TEMPLATE, name, parameters, REGION, f"{name}-artifacts", account))
     return name
 
 
@@ -51,6 +63,24 @@ def test_an_established_account_grants_a_reservation_and_reports_what_is_left(cl
     # Then the first fits and the second does not (1,000 - 900 - 1 < 100)
     with pytest.raises(StackRolledBackError, match=r"minimum value of \[100\]"):
         deploy_fixture(account, Reserved="901")
+
+
+def test_what_other_stacks_reserve_counts_against_the_next_one(cloud: LocalCloud) -> None:
+    # Given an established account where one stack reserves 500 (each alone fits: 1,000 - 500 >= 100)
+    account = Account(ESTABLISHED)
+    deploy_fixture(account, Reserved="500")
+    # When a second stack reserves 500 too
+    # Then Lambda refuses it: 1,000 - 500 - 500 leaves less than the 100 kept unreserved
+    with pytest.raises(StackRolledBackError, match=r"minimum value of \[100\]"):
+        deploy_fixture(account, Reserved="500")
+
+
+def test_a_rolled_back_stack_leaves_macie_as_it_was(cloud: LocalCloud) -> None:
+    # Given a new account (Macie off) and a stack that would turn Macie on but whose subscription fails
+    with pytest.raises(StackRolledBackError, match=r"Subscription: .*does not exist"):
+        deploy_fixture(cloud.account, EnableMacie="true", SubscribedLogGroup="/jobs/never-made")
+    # Then Macie is still off, as CloudFormation's rollback deletes the session it made
+    assert not cloud.account.macie_enabled(REGION)
 
 
 def test_get_account_settings_answers_the_quota_and_what_is_unreserved(cloud: LocalCloud) -> None:

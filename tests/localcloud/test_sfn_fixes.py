@@ -224,6 +224,29 @@ def scenario_early_heartbeat() -> dict[str, Any]:
     return {"heartbeat": answers[0] if answers else "never sent"}
 
 
+def scenario_heartbeat_after_the_outcome() -> dict[str, Any]:
+    """Gap 28's bound: SendTaskHeartbeat for a task that has its outcome, while its execution still runs."""
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    tokens = sqs.create_queue(QueueName="closed-tokens")["QueueUrl"]
+    states = _wait_for_token_states(tokens, timeout_s=30)
+    states["Wait"] = {**{k: v for k, v in states["Wait"].items() if k != "End"}, "Next": "Linger"}
+    states["Linger"] = {"Type": "Wait", "Seconds": 30, "End": True}
+    execution_arn = sfn.start_execution(stateMachineArn=_state_machine(sfn, "ClosedTask", states, "Wait"))[
+        "executionArn"
+    ]
+    body = _receive_body(sqs, tokens, within_s=5)
+    assert body is not None, "the task never reached its callback wait"
+    token = json.loads(body)["token"]
+    sfn.send_task_success(taskToken=token, output="{}")
+    try:
+        sfn.send_task_heartbeat(taskToken=token)
+        answer = "accepted"
+    except ClientError as exc:
+        answer = str(exc.response["Error"]["Code"])
+    sfn.stop_execution(executionArn=execution_arn)
+    return {"heartbeat": answer}
+
+
 def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any]:
     """Gap 4: StopExecution while a task waits for a callback that never comes (TimeoutSeconds 30)."""
     sfn, sqs = _clients("stepfunctions", "sqs")
@@ -637,6 +660,15 @@ def test_gap28_patched_heartbeat_sent_during_the_call_is_accepted(patched: None)
     result = scenario_early_heartbeat()
     # Then the heartbeat is accepted, as AWS accepts it (the reconciler heartbeats a job right after it registered)
     assert result == {"heartbeat": "accepted"}
+
+
+def test_gap28_patched_heartbeat_for_a_task_with_its_outcome_is_refused(patched: None) -> None:
+    # Given moto with the Step Functions patches, and a task (without HeartbeatSeconds) that got its outcome while
+    # its execution goes on
+    # When a heartbeat is sent for it
+    result = scenario_heartbeat_after_the_outcome()
+    # Then it is refused: the task is closed (accepting it would tell a reconciler the job still waits)
+    assert result == {"heartbeat": "InvalidToken"}
 
 
 def test_gap28_unpatched_moto_calls_a_heartbeat_during_the_call_an_invalid_token(unpatched: UnpatchedProbe) -> None:
