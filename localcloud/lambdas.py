@@ -523,8 +523,9 @@ class LambdaRuntime:
         finally:
             self._pending.discard(threading.current_thread())
 
-    def drain(self, timeout: float = 30.0) -> None:
-        """Wait for queued asynchronous invocations to finish (tests and shutdown)."""
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait for queued asynchronous invocations to finish (tests and shutdown); True once none is left, False if
+        some still ran after `timeout` seconds."""
         deadline = time.monotonic() + timeout
         while self._pending and time.monotonic() < deadline:
             for thread in list(self._pending):
@@ -532,6 +533,7 @@ class LambdaRuntime:
                     time.sleep(0.01)
                     continue
                 thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        return not self._pending
 
     def stop(self) -> None:
         """End every worker (idle ones now; busy ones as their invocation returns)."""

@@ -73,7 +73,7 @@ def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud
             {f"{key}#{json.loads(d['output'])[field]['jobId']}" for key, field in KINDS} for d in described
         )
         macie.settle()  # every log line is written, then every relay and resume it caused has run:
-        cloud.runtime.drain(timeout=20)
+        assert cloud.runtime.drain(timeout=60), "the invocations those caused never all ended"
         assert not prod_jobs & job_keys(cloud, cloud.stack)
         assert not dev_jobs & job_keys(cloud, prod)
         third_stack_without_the_relay(cloud)
