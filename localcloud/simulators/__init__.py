@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -90,7 +91,10 @@ class Simulator:
             return self._clients[service]
 
     def later(self, seconds: float, action: Callable[[], None]) -> None:
-        """Run `action` after `seconds` on the clock."""
+        """Run `action` after `seconds` on the clock; never for `math.inf` (a job that does not end by itself holds
+        no timer, and so no thread, of its own)."""
+        if seconds == math.inf:
+            return
 
         def run() -> None:
             try:

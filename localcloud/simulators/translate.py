@@ -15,7 +15,8 @@ Then it puts the documented event on the default bus: source `aws.translate`, de
 STOPPED jobs).
 
 Knobs (constructor arguments):
-    delay_seconds: simulated seconds from StartTextTranslationJob to the terminal status (default 1.0).
+    delay_seconds: simulated seconds from StartTextTranslationJob to the terminal status (default 1.0); math.inf:
+        jobs stay SUBMITTED, holding no timer (a caller puts their completions itself).
     clock: the offline cloud's clock (localcloud.clock), which delays and timestamps follow (default: real time).
     outcome: terminal status of every job: "COMPLETED" (default), "COMPLETED_WITH_ERROR" (the first input document
         fails, the others are translated) or "FAILED" (nothing is written).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import random
 import threading
 import time
@@ -250,7 +251,7 @@ def run_jobs(
     execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then each job is
     accounted from its execution's history."""
     machine = machine or waiting_machine(cloud)
-    new_job = new_job or TranslateJobs(cloud, delay_seconds=365 * 86400, drop_events=True).new
+    new_job = new_job or TranslateJobs(cloud, delay_seconds=math.inf, drop_events=True).new
     complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
     rng = random.Random(seed)
     sfn = cloud.client("stepfunctions")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -293,3 +295,15 @@ def test_start_is_idempotent_on_client_token_and_jobs_can_be_listed(simulate: An
     assert sorted(j["JobId"] for j in listed) == sorted([first, other])
     named = translate.list_text_translation_jobs(Filter={"JobName": "other"})["TextTranslationJobPropertiesList"]
     assert [j["JobId"] for j in named] == [other]
+
+
+def test_a_job_without_an_end_stays_submitted_and_holds_no_thread(simulate: Any) -> None:
+    # Given a simulator whose jobs never end by themselves (a load harness puts their completions itself)
+    translate = simulate(delay_seconds=math.inf)
+    put_inputs(a="hello")
+    threads = threading.active_count()
+    # When 20 jobs start
+    job_ids = [start(translate, name=f"job-{n}") for n in range(20)]
+    # Then each one stays SUBMITTED, and none holds a timer thread waiting for an end that never comes
+    assert {describe(translate, job_id)["JobStatus"] for job_id in job_ids} == {"SUBMITTED"}
+    assert threading.active_count() <= threads
