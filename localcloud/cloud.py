@@ -40,6 +40,7 @@ from localcloud.deploy import Stack, delete, deploy, unsubscribe
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.validation import DefinitionValidation
 
 LOG = logging.getLogger("localcloud")
 
@@ -210,6 +211,7 @@ class LocalCloud:
             config={"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
         )
         self._threads: list[Any] = []
+        self.server: BaseWSGIServer | None = None
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
     def start(self) -> LocalCloud:
@@ -231,6 +233,15 @@ class LocalCloud:
         self._patches.install()
         self.runtime.send_to_destination = self.send_to
 
+        try:  # a cloud that cannot start (a build that fails, a stack rolled back) leaves nothing running
+            self._serve(cfg)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _serve(self, cfg: CloudConfig) -> None:
+        """Build, serve the endpoint, deploy the stack, serve its HTTP API and start the pollers and the scheduler."""
         built = ensure_built(cfg.template, self.runtime.python)
         self.function_log.parent.mkdir(parents=True, exist_ok=True)
         self._log_file = open(self.function_log, "a", encoding="utf-8")  # noqa: SIM115 - closed in stop()
@@ -238,9 +249,7 @@ class LocalCloud:
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no access log line per AWS call
         # moto's server app behind the simulators' (requests signed for a simulated service go to its simulator).
         app = simulators.wsgi(_Dispatcher(create_backend_app))
-        self.server: BaseWSGIServer = make_server(
-            cfg.host, cfg.aws_port, app, threaded=True, request_handler=_KeepAliveHandler
-        )
+        self.server = make_server(cfg.host, cfg.aws_port, app, threaded=True, request_handler=_KeepAliveHandler)
         threading.Thread(target=self.server.serve_forever, name="localcloud-endpoint", daemon=True).start()
         self.aws_endpoint = f"http://{cfg.host}:{self.server.port}"
         os.environ["MOTO_PORT"] = str(self.server.port)
@@ -263,7 +272,6 @@ class LocalCloud:
         ]
         for thread in self._threads:
             thread.start()
-        return self
 
     def stop(self) -> None:
         for simulator in self._simulators:  # only this cloud's: a cloud nested in another leaves the outer's be
@@ -276,8 +284,9 @@ class LocalCloud:
             self.http.stop()
         self.runtime.drain(timeout=5)
         self.runtime.stop()
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server:
+            self.server.shutdown()
+            self.server.server_close()
         self._patches.uninstall()
         self._mock.stop()
         sys.setswitchinterval(self._switch_interval)
@@ -322,9 +331,10 @@ class LocalCloud:
 
     def _answer_for_the_account(self) -> None:
         """What the account has before anything is deployed: its answer to Lambda's GetAccountSettings, Macie as the
-        account has it (moto's Macie is always on; a test's own MacieSimulator replaces this one), and Macie's job
-        log group where Macie has run jobs."""
+        account has it (moto's Macie is always on; a test's own MacieSimulator replaces this one), Macie's job log
+        group where Macie has run jobs, and Step Functions' validation of a definition in the Region."""
         self.add_simulator(LambdaAccountSettings(self.account, self.config.region))
+        self.add_simulator(DefinitionValidation(self.config.region))
         self.add_simulator(MacieSimulator(self.config.region, clock=self.clock))
         logs = self.client("logs")
         if (

@@ -30,6 +30,7 @@ from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.account import ACCOUNT_ID, Account, MacieAlreadyEnabledError
+from localcloud.regions import missing_integrations, not_recognized
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
 EMULATED = {
@@ -296,8 +297,9 @@ def _custom_resources_answered(stack_id: str, region: str) -> str | None:
 
 
 def _account_refusal(resources: list[Resource], account: Account, region: str) -> str | None:
-    """The first resource the account refuses, with CloudFormation's reason; None if it refuses none. The functions
-    of other stacks (and of none) count with what they reserve already."""
+    """The first resource the account or its Region refuses, with CloudFormation's reason; None if it refuses none.
+    The functions of other stacks (and of none) count with what they reserve already; a state machine whose Task
+    names an integration the Region lacks fails CreateStateMachine (localcloud.regions)."""
     functions = [r for r in resources if r.type == "AWS::Lambda::Function"]
     mine = {f.physical_id for f in functions}
     held = sum(reserved for name, reserved in account.reserved(region).items() if name not in mine)
@@ -313,6 +315,11 @@ def _account_refusal(resources: list[Resource], account: Account, region: str) -
         if resource.type == "AWS::Macie::Session" and account.macie_enabled(region):
             message = MacieAlreadyEnabledError.MESSAGE
             return f'{resource.logical_id}: Resource handler returned message: "{message}" (ConflictException)'
+        if resource.type == "AWS::StepFunctions::StateMachine":
+            for pointer, arn in missing_integrations(json.loads(_definition(resource)), region)[:1]:
+                diagnostic = f"{not_recognized(arn)} at {pointer}"
+                message = f"Invalid State Machine Definition: 'SCHEMA_VALIDATION_FAILED: {diagnostic}'"
+                return f'{resource.logical_id}: Resource handler returned message: "{message}" (InvalidDefinition)'
     return None
 
 
@@ -357,18 +364,24 @@ def _move_state_machines_to_executing_backend(resources: list[Resource], region:
             continue
         machine = source.describe_state_machine(resource.physical_id)
         props = resource.properties
-        definition = props.get("DefinitionString") or json.dumps(props["Definition"])
-        for key, value in props.get("DefinitionSubstitutions", {}).items():
-            definition = definition.replace("${" + key + "}", str(value))
         target.create_state_machine(
             name=machine.name,
-            definition=definition,
+            definition=_definition(resource),
             roleArn=machine.roleArn,
             tags=[{"key": t["Key"], "value": t["Value"]} for t in props.get("Tags", [])],
             loggingConfiguration=props.get("LoggingConfiguration"),
             tracingConfiguration=props.get("TracingConfiguration"),
             sm_type=props.get("StateMachineType", "STANDARD"),
         )
+
+
+def _definition(state_machine: Resource) -> str:
+    """A state machine's definition with its DefinitionSubstitutions made, as CloudFormation makes them."""
+    props = state_machine.properties
+    definition = props.get("DefinitionString") or json.dumps(props["Definition"])
+    for key, value in props.get("DefinitionSubstitutions", {}).items():
+        definition = definition.replace("${" + key + "}", str(value))
+    return str(definition)
 
 
 def _enable_table_ttl(resources: list[Resource], region: str) -> None:

@@ -84,7 +84,7 @@ class BadInputError(Exception):
 
 @dataclass(frozen=True)
 class Finding:
-    label: str  # "BLOCKS DEPLOY", "BLOCKS DOCUMENTS", "BLOCKS EXTRACT", "WARNING", "NOT CHECKED"
+    label: str  # "BLOCKS DEPLOY", "BLOCKS DOCUMENTS", "BLOCKS EXTRACT", "WARNING"
     text: str  # what was found, then the fix
 
     @property
@@ -115,8 +115,13 @@ class Target:
     def resources(self, *types: str) -> Iterator[tuple[str, dict[str, Any]]]:
         """(logical id, properties) of the resources of these types the deploy creates (their Condition holds)."""
         for logical_id, resource in self.template.get("Resources", {}).items():
-            if resource["Type"] in types and ("Condition" not in resource or self.condition(resource["Condition"])):
+            if resource["Type"] in types and self.creates(logical_id):
                 yield logical_id, resource.get("Properties", {})
+
+    def creates(self, logical_id: str) -> bool:
+        """Whether the deploy creates this resource: the template has it and its Condition holds."""
+        resource = self.template.get("Resources", {}).get(logical_id)
+        return resource is not None and ("Condition" not in resource or self.condition(resource["Condition"]))
 
     def condition(self, name: str) -> bool:
         conditions = self.template.get("Conditions", {})
@@ -282,7 +287,7 @@ def check_lambda_concurrency(target: Target, client: Client) -> list[Finding]:
 
 def check_macie(target: Target, client: Client) -> list[Finding]:
     """Macie must be on for documents tasks; the stack may turn it on (EnableMacie) only where it is off."""
-    if "EnableMacie" not in target.parameters:
+    if not target.creates("DocumentsWorkflow"):
         return []
     try:
         status = client("macie2").get_macie_session()["status"]
@@ -322,10 +327,7 @@ def check_macie(target: Target, client: Client) -> list[Finding]:
 def check_macie_log_group(target: Target, client: Client) -> list[Finding]:
     """The stack makes Macie's log group where it is absent (a custom resource) and subscribes to it: a group takes
     two subscription filters, so a third stack's would fail."""
-    if (
-        "MacieLogGroup" not in target.template.get("Resources", {})
-        or target.parameters.get("MacieJobEvents") != "relay"
-    ):
+    if not target.creates("MacieLogGroup"):
         return []
     logs = client("logs")
     exists = any(
@@ -375,21 +377,7 @@ def check_state_machines(target: Target, client: Client) -> list[Finding]:
         definitions.append((logical_id, uri, props.get("Type", "STANDARD"), substitute(text, substitutions)))
     sfn = client("stepfunctions")
     for logical_id, uri, kind, definition in definitions:
-        try:
-            diagnostics = sfn.validate_state_machine_definition(definition=definition, type=kind)["diagnostics"]
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] not in ("UnknownOperationException", "UnknownOperation") and (
-                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404
-            ):
-                raise
-            return [
-                *findings,
-                Finding(
-                    "NOT CHECKED",
-                    f"state machine definitions: this endpoint does not serve ValidateStateMachineDefinition "
-                    f"({exc.response['Error']['Code']}); CreateStateMachine checks them at deploy",
-                ),
-            ]
+        diagnostics = sfn.validate_state_machine_definition(definition=definition, type=kind)["diagnostics"]
         for diagnostic in diagnostics:
             if diagnostic["severity"] == "ERROR":
                 where = f" at {diagnostic['location']}" if diagnostic.get("location") else ""
@@ -425,7 +413,7 @@ def check_name_lengths(target: Target, client: Client) -> list[Finding]:
         for (kind, prop), limit in NAME_LIMITS.items():
             if resource["Type"] != kind or prop not in resource.get("Properties", {}):
                 continue
-            if "Condition" in resource and not target.condition(resource["Condition"]):
+            if not target.creates(logical_id):
                 continue
             raw = resource["Properties"][prop]
             name = _text(target.resolve(raw))
@@ -591,10 +579,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(finding)
     blocking = sum(f.blocking for f in findings)
     warnings = sum(f.label == "WARNING" for f in findings)
-    unchecked = sum(f.label == "NOT CHECKED" for f in findings)
     print(
         f"preflight {stack_name} in {account}/{target.region}: {len(CHECKS)} checks; blocking {blocking}, "
-        f"warnings {warnings}" + (f", not checked {unchecked}" if unchecked else "")
+        f"warnings {warnings}"
     )
     if blocking:
         raise SystemExit(1)

@@ -18,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any, ClassVar, Protocol
@@ -217,15 +218,28 @@ def _scalar(value: str, type_name: str) -> Any:
     return value
 
 
+_CREDENTIAL_SCOPE = re.compile(r"Credential=[^/]+/[^/]+/([^/]+)/([^/]+)/aws4_request")  # (Region, signing name)
+_signed_region: ContextVar[str | None] = ContextVar("signed_region", default=None)
+
+
+def signed_region() -> str | None:
+    """The Region the call being answered was signed for (its SigV4 credential scope); None outside a call."""
+    return _signed_region.get()
+
+
 def _answer(
-    simulator: Answerer, operation: OperationModel, params: dict[str, Any]
+    simulator: Answerer, operation: OperationModel, params: dict[str, Any], authorization: str
 ) -> tuple[int, dict[str, str], bytes]:
     """Status, headers and body of the simulator's answer to one call, in the service's JSON protocols."""
+    scope = _CREDENTIAL_SCOPE.search(authorization)
+    token = _signed_region.set(scope[1] if scope else None)
     try:
         status, payload = 200, simulator.handle(operation, params)
     except ServiceError as exc:
         status, payload = exc.status, {"__type": exc.code, "message": exc.message}
         LOG.info("%s.%s -> %s", simulator.service, operation.name, exc.code)
+    finally:
+        _signed_region.reset(token)
     headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
     if status >= 300:
         headers["x-amzn-ErrorType"] = str(payload["__type"])
@@ -248,7 +262,8 @@ def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) ->
     operation = model.operation_model(operation_name)
     if not _answers(simulator, operation):
         return None
-    status, headers, body = _answer(simulator, operation, _params(request.body, request.url, operation))
+    authorization = str(request.headers.get("Authorization", ""))
+    status, headers, body = _answer(simulator, operation, _params(request.body, request.url, operation), authorization)
     return AWSResponse(request.url, status, headers, _Raw(body))
 
 
@@ -263,7 +278,8 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
         simulator, operation = found
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
-        status, headers, payload = _answer(simulator, operation, _params(body, _raw_uri(environ), operation))
+        params = _params(body, _raw_uri(environ), operation)
+        status, headers, payload = _answer(simulator, operation, params, environ.get("HTTP_AUTHORIZATION", ""))
         start_response(f"{status} {HTTPStatus(status).phrase}", list(headers.items()))
         return [payload]
 
@@ -271,11 +287,11 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _operation_of(environ: dict[str, Any]) -> tuple[Answerer, OperationModel] | None:
-    scope = re.search(r"Credential=[^/]+/[^/]+/[^/]+/([^/]+)/aws4_request", environ.get("HTTP_AUTHORIZATION", ""))
+    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
     if scope is None:
         return None
     for simulator, model in list(_active.values()):
-        if model.signing_name != scope.group(1):
+        if model.signing_name != scope[2]:
             continue
         target = environ.get("HTTP_X_AMZ_TARGET")
         if target:

@@ -103,10 +103,10 @@ class ExportBusyError(ExportNotStartedError):
 
 
 class UnknownTaskTypeError(Exception):
-    """The request names a task type this deployment does not run."""
+    """The request names a task type this deployment does not run (or none)."""
 
-    def __init__(self, allowed: list[str]) -> None:
-        super().__init__(f"unknown task type; allowed types: {', '.join(allowed)}")
+    def __init__(self, allowed: list[str], what: str = "unknown task type") -> None:
+        super().__init__(f"{what}; allowed types: {', '.join(allowed) or 'none (every feature is left out)'}")
         self.allowed = allowed
 
 

@@ -4,10 +4,14 @@ workflow tests deploy it with a data store, i.e. with the export.)"""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.demo import SignedClient
+from localcloud.deploy import StackRolledBackError
 from localcloud.lambdas import FunctionSpec
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
@@ -44,6 +48,14 @@ def test_the_default_template_deploys_without_the_export_workflow() -> None:
         )
 
 
+def offered_types(cloud: LocalCloud) -> str:
+    """The task types POST /task offers, as its 422 for an unknown type names them."""
+    api = SignedClient(cloud.http.url, cloud.config.credentials[0], cloud.config.region)
+    answer = api.request("POST", "/task", {"type": "no-such-type", "input": {}})
+    assert answer.status_code == 422, answer.text
+    return str(answer.json()["message"]).split("allowed types: ")[1]
+
+
 def test_the_extract_feature_can_be_left_out_and_the_api_then_offers_no_extract_task() -> None:
     # Given the template with Extract=false (what "auto" gives in a Region without Bedrock Data Automation)
     config = CloudConfig(
@@ -56,19 +68,85 @@ def test_the_extract_feature_can_be_left_out_and_the_api_then_offers_no_extract_
         assert not {"ExtractWorkflow", "ExtractDocumentWorkflow"} & machines
         assert {"DocumentsWorkflow", "BoundedWorkflow"} <= machines
         assert "ExtractWorkflowArn" not in cloud.stack.outputs
-        # And the task API knows no extract type
-        (api,) = [f for f in cloud.stack.of_type("AWS::Lambda::Function") if f.logical_id == "TaskApiFunction"]
-        task_types = json.loads(api.properties["Environment"]["Variables"]["TASK_STATE_MACHINES"])
-        assert set(task_types) == {"documents", "bounded"}
+        # And the task API offers no extract type
+        assert offered_types(cloud) == "bounded, documents"
 
 
-def test_the_default_template_deploys_in_a_region_without_bedrock_data_automation() -> None:
-    # Given the template with its defaults (Extract=auto), in sa-east-1, a Region without Bedrock Data Automation
+def test_documents_and_the_concurrency_samples_can_be_left_out_and_extract_keeps_what_it_uses() -> None:
+    # Given the template with the documents feature and the concurrency samples left out (extract stays: us-east-1)
+    parameters = {"Documents": "false", "ConcurrencySamples": "false"}
+    config = CloudConfig(template=TEMPLATE, stack_name="extract-only", aws_port=0, http_port=0, parameters=parameters)
+    # When it is deployed offline, in a new account (Macie off)
+    with LocalCloud(config) as cloud:
+        logical_ids = {r.logical_id for r in cloud.stack.resources}
+        # Then nothing of documents or the samples is there: no workflow, function, role, alarm or Macie resource
+        left_out = {"DocumentsWorkflow", "TagDocumentsFunction", "TranslateDataAccessRole", "MacieLogGroup"}
+        left_out |= {"ForwardMacieLogsFunction", "DocumentsWorkflowFailedAlarm", "TagDocumentsFunctionLogGroup"}
+        left_out |= {"BoundedWorkflow", "AdmittedWorkflow", "GatedWorkflow", "AdmissionQueue", "PassGateFunction"}
+        assert not left_out & logical_ids
+        assert not {"DocumentsWorkflowArn", "BoundedWorkflowArn", "AdmissionQueueUrl"} & set(cloud.stack.outputs)
+        # And what extract uses stays: the document bucket and the callback semaphore
+        assert {"ExtractWorkflow", "DocumentBucket", "PermitTable", "AcquirePermitFunction"} <= logical_ids
+        # And the task API offers extract alone
+        assert offered_types(cloud) == "extract"
+
+
+def test_with_every_feature_left_out_the_callback_core_and_the_api_deploy_alone() -> None:
+    # Given the template with every feature left out
+    parameters = {"Documents": "false", "ConcurrencySamples": "false", "Extract": "false"}
+    config = CloudConfig(template=TEMPLATE, stack_name="core-only", aws_port=0, http_port=0, parameters=parameters)
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        # Then it holds no state machine, no bucket but the API's results, and the core's and the API's functions
+        assert list(cloud.stack.of_type("AWS::StepFunctions::StateMachine")) == []
+        assert {r.logical_id for r in cloud.stack.of_type("AWS::S3::Bucket")} == {"TaskResultBucket"}
+        functions = {r.logical_id for r in cloud.stack.of_type("AWS::Lambda::Function")}
+        assert functions == {
+            "RegisterTokenFunction",
+            "ResumeJobFunction",
+            "ReconcileJobsFunction",
+            "TaskApiFunction",
+            "RecordTaskStatusFunction",
+        }
+        # And the task API answers, offering no type
+        assert offered_types(cloud) == "none (every feature is left out)"
+
+
+def test_the_default_template_deploys_in_a_region_without_translate_or_bedrock_data_automation() -> None:
+    # Given the template with its defaults (Documents=auto, Extract=auto), in sa-east-1, which has Step Functions and
+    # Macie but neither Amazon Translate nor Bedrock Data Automation
     config = CloudConfig(template=TEMPLATE, stack_name="sao-paulo", region="sa-east-1", aws_port=0, http_port=0)
     # When it is deployed offline
     with LocalCloud(config) as cloud:
         machines = {r.logical_id for r in cloud.stack.of_type("AWS::StepFunctions::StateMachine")}
-        # Then it deploys, without the extract feature, whose profile and SDK integration the Region lacks
-        assert "DocumentsWorkflow" in machines
-        assert not {"ExtractWorkflow", "ExtractDocumentWorkflow"} & machines
-        assert cloud.stack.outputs["DocumentsWorkflowArn"].startswith("arn:aws:states:sa-east-1:")
+        # Then it deploys without the features whose SDK integrations the Region lacks, and with the rest
+        assert not {"DocumentsWorkflow", "ExtractWorkflow", "ExtractDocumentWorkflow"} & machines
+        assert cloud.stack.outputs["BoundedWorkflowArn"].startswith("arn:aws:states:sa-east-1:")
+        assert offered_types(cloud) == "bounded"
+
+
+def test_a_feature_asked_for_where_the_region_lacks_its_service_rolls_the_stack_back() -> None:
+    # Given the template with Documents=true, in sa-east-1, which has no Amazon Translate
+    parameters = {"Documents": "true"}
+    config = CloudConfig(
+        template=TEMPLATE,
+        stack_name="sao-paulo-docs",
+        region="sa-east-1",
+        aws_port=0,
+        http_port=0,
+        parameters=parameters,
+    )
+    # When it is deployed offline
+    # Then CreateStateMachine refuses the documents workflow, which starts a Translate job, and the stack rolls back
+    with pytest.raises(StackRolledBackError) as refused, LocalCloud(config):
+        pass
+    assert str(refused.value) == (
+        'stack sao-paulo-docs ended ROLLBACK_COMPLETE: DocumentsWorkflow: Resource handler returned message: "Invalid '
+        "State Machine Definition: 'SCHEMA_VALIDATION_FAILED: The resource provided "
+        "arn:aws:states:::aws-sdk:translate:startTextTranslationJob is not recognized. The value is not a valid "
+        "resource ARN, or the resource is not available in this region. at "
+        "/States/TranslateAndClassify/Branches/0/States/StartTranslation/Resource'\" (InvalidDefinition)"
+    )
+    # And the cloud that could not start left nothing behind: the stack deploys again, without documents
+    with LocalCloud(replace(config, parameters={"Documents": "false"})) as cloud:
+        assert cloud.stack.outputs["BoundedWorkflowArn"].startswith("arn:aws:states:sa-east-1:")

@@ -3,55 +3,26 @@
 Macie is on and its job log group exists. preflight reaches the cloud through its endpoint (AWS_ENDPOINT_URL), as it
 would reach `make local`.
 
-moto 5.2.5 does not serve Step Functions' ValidateStateMachineDefinition (in-process: NotImplementedError; on the
-endpoint: HTTP 500), so these tests answer it on the endpoint as an endpoint that does not know an operation does:
-UnknownOperationException (`ValidationNotServed`), and preflight says it could not check the definitions. The canary
-at the end fails the day moto serves it; the stand-in goes then."""
+Step Functions' ValidateStateMachineDefinition is the offline cloud's (localcloud.simulators.validation): moto does
+not serve it."""
 
 from __future__ import annotations
 
 import io
-import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
-from typing import Any, ClassVar
 from unittest import mock
 
 import pytest
 
 from localcloud.account import MACIE_LOG_GROUP
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.simulators import ServiceError
 from tools.preflight import main
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "account" / "template.yaml"  # what the account holds before the deploy
-NOT_CHECKED = (
-    "NOT CHECKED: state machine definitions: this endpoint does not serve ValidateStateMachineDefinition "
-    "(UnknownOperationException); CreateStateMachine checks them at deploy"
-)
-
-
-class ValidationNotServed:
-    """ValidateStateMachineDefinition answered as an endpoint without it answers: UnknownOperationException. Every
-    other Step Functions operation goes on to moto."""
-
-    service: ClassVar[str] = "stepfunctions"
-    partial: ClassVar[bool] = True
-
-    def ValidateStateMachineDefinition(self, params: dict[str, Any]) -> dict[str, Any]:
-        raise ServiceError("UnknownOperationException", "ValidateStateMachineDefinition is not served offline")
-
-    def handle(self, operation: Any, params: dict[str, Any]) -> dict[str, Any]:
-        return self.ValidateStateMachineDefinition(params)
-
-    def settle(self, timeout: float = 10.0) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
 
 
 @contextmanager
@@ -60,10 +31,8 @@ def offline_account(profile: str) -> Iterator[LocalCloud]:
     every new boto3 client sent to its endpoint. (In-process, moto's stubber answers every call after any simulator,
     and raises for an operation it lacks.)"""
     config = CloudConfig(template=FIXTURE, stack_name=f"preflight-{profile}", aws_port=0, http_port=0, account=profile)
-    with LocalCloud(config) as cloud:
-        cloud.add_simulator(ValidationNotServed())
-        with mock.patch.dict(os.environ, {"AWS_ENDPOINT_URL": cloud.aws_endpoint}):
-            yield cloud
+    with LocalCloud(config) as cloud, mock.patch.dict(os.environ, {"AWS_ENDPOINT_URL": cloud.aws_endpoint}):
+        yield cloud
 
 
 def preflight(*args: str, region: str = "us-east-1") -> tuple[int, list[str], list[str]]:
@@ -96,8 +65,7 @@ def test_a_new_account_with_the_defaults_needs_macie_and_warns_of_its_quota() ->
         "with EnableMacie=true (Macie bills while on) or run aws macie2 enable-macie"
     )
     assert out[2:] == [
-        NOT_CHECKED,
-        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 1, warnings 1, not checked 1",
+        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 1, warnings 1",
     ]
     assert code == 1
 
@@ -108,7 +76,17 @@ def test_a_new_account_deploying_with_enable_macie_has_nothing_blocking() -> Non
         # When the stack is to enable Macie itself
         code, out, _ = preflight("--parameter-overrides", "EnableMacie=true")
     # Then only the quota warning is left, and the run exits 0
-    assert [line.split(":")[0] for line in out[:-1]] == ["WARNING", "NOT CHECKED"]
+    assert [line.split(":")[0] for line in out[:-1]] == ["WARNING"]
+    assert code == 0
+
+
+def test_a_new_account_deploying_without_the_documents_feature_needs_no_macie() -> None:
+    # Given a new account: Macie off, no Macie log group
+    with offline_account("new"):
+        # When the stack leaves the documents feature out
+        code, out, _ = preflight("--parameter-overrides", "Documents=false")
+    # Then Macie is not its concern: only the quota warning is left, and the run exits 0
+    assert [line.split(":")[0] for line in out[:-1]] == ["WARNING"]
     assert code == 0
 
 
@@ -121,7 +99,6 @@ def test_an_established_account_refuses_a_second_macie_session() -> None:
     assert out[:-1] == [
         "BLOCKS DEPLOY: Macie is already enabled in us-east-1 (ENABLED): the stack's MacieSession would fail "
         "(ConflictException) and the stack roll back; fix: set EnableMacie=false",
-        NOT_CHECKED,
     ]
     assert code == 1
 
@@ -134,8 +111,7 @@ def test_an_established_account_finds_nothing_with_the_default_parameters() -> N
     # Then no check finds anything (the definitions could not be validated offline), and the run exits 0
     assert err == []
     assert out == [
-        NOT_CHECKED,
-        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 0, warnings 0, not checked 1",
+        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 0, warnings 0",
     ]
     assert code == 0
 
@@ -236,15 +212,20 @@ def test_no_credentials_is_one_line_on_stderr_and_exit_2(monkeypatch: pytest.Mon
     assert (code, out, err) == (2, [], ["preflight: Unable to locate credentials"])
 
 
-def test_canary_the_offline_cloud_does_not_serve_validate_state_machine_definition() -> None:
-    # Given the offline cloud, without the stand-in
-    config = CloudConfig(template=FIXTURE, stack_name="preflight-canary", aws_port=0, http_port=0)
-    with LocalCloud(config) as cloud:
-        definition = json.dumps({"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}})
-        # When ValidateStateMachineDefinition is called in-process
-        # Then moto has no handler for it (when this fails, preflight can validate offline: drop ValidationNotServed)
-        with pytest.raises(NotImplementedError, match="validate_state_machine_definition"):
-            cloud.client("stepfunctions").validate_state_machine_definition(definition=definition, type="STANDARD")
+def test_a_region_without_translate_leaves_documents_out_unless_it_is_asked_for() -> None:
+    # Given an established account checked in sa-east-1, which has Macie but not Amazon Translate
+    with offline_account("established"):
+        # When preflight checks a deploy there with Documents=true (auto leaves documents out there)
+        code, out, _ = preflight("--parameter-overrides", "Documents=true", region="sa-east-1")
+    # Then Step Functions' validation there refuses the documents state machine, where it starts a Translate job
+    assert [line for line in out if line.startswith("BLOCKS")] == [
+        "BLOCKS DEPLOY: state machine DocumentsWorkflow (statemachines/documents.asl.json) is invalid in sa-east-1: "
+        "SCHEMA_VALIDATION_FAILED: The resource provided arn:aws:states:::aws-sdk:translate:startTextTranslationJob is "
+        "not recognized. The value is not a valid resource ARN, or the resource is not available in this region. at "
+        "/States/TranslateAndClassify/Branches/0/States/StartTranslation/Resource; fix: change "
+        "statemachines/documents.asl.json, or deploy in a Region that offers what it uses"
+    ]
+    assert code == 1
 
 
 def test_a_reservation_a_new_account_cannot_give_blocks_the_deploy(tmp_path: Path) -> None:

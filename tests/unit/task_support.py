@@ -175,7 +175,7 @@ def task_account(stack: Deployed) -> TaskAccount:
         stack.function("record_task_status")
     )
     definition = {"StartAt": "Work", "States": {"Work": {"Type": "Wait", "Seconds": 30, "End": True}}}
-    workflows = json.loads(environment["TASK_STATE_MACHINES"])
+    workflows = {kind: arn for kind, arn in json.loads(environment["TASK_STATE_MACHINES"]).items() if arn}
     for arn in workflows.values():
         sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(definition))
     table = boto3.resource("dynamodb", region_name=REGION).Table(environment["TASK_TABLE"])

@@ -182,18 +182,24 @@ def test_the_limit_is_on_the_decoded_bytes_of_a_base64_body(tasks: TaskAccount) 
     assert status == 202, answer
 
 
-def test_a_type_whose_state_machine_is_not_deployed_is_not_offered(
-    tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("bounded", "allowed"), [(True, "bounded"), (False, "none (every feature is left out)")], ids=["one", "none"]
+)
+def test_a_type_whose_feature_the_stack_left_out_is_not_offered(
+    tasks: TaskAccount, monkeypatch: pytest.MonkeyPatch, bounded: bool, allowed: str
 ) -> None:
     from tests.unit.support import cold_start
 
-    monkeypatch.setenv("TASK_STATE_MACHINES", "{}")
+    # Given the API of a stack without the documents feature: the template maps its type to ""
+    arn = tasks.state_machine.replace("-documents", "-bounded") if bounded else ""
+    machines = {"documents": "", "bounded": arn, "extract": "", "export": ""}
+    monkeypatch.setenv("TASK_STATE_MACHINES", json.dumps(machines))
     cold_start()
 
     status, _, answer = submit()
 
     assert status == 422
-    assert answer["message"] == "invalid request: type: unknown task type; allowed types: "
+    assert answer["message"] == f"invalid request: type: unknown task type; allowed types: {allowed}"
     assert tasks.all_entries() == []
 
 
@@ -433,7 +439,7 @@ def test_every_error_answer_is_documented_with_the_one_error_shape() -> None:
 
 def test_every_task_state_machine_is_in_the_status_rule_and_the_api_policy(stack: Deployed) -> None:
     api = stack.function("task_api")
-    machines = set(json.loads(stack.environment(api)["TASK_STATE_MACHINES"]).values())
+    machines = set(json.loads(stack.environment(api)["TASK_STATE_MACHINES"]).values()) - {""}  # "": a feature left out
     (rule,) = stack.rule_patterns("record_task_status").values()
     in_rule = set(rule["detail"]["stateMachineArn"])
     role = stack.resource(f"{api.logical_id}Role")  # the execution role SAM makes from the function's Policies

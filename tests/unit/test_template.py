@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from localcloud.regions import service_regions
 from tests.unit.support import REPO, template
 
 CALLBACK_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
@@ -297,5 +298,20 @@ def test_extract_is_deployed_by_default_exactly_where_the_region_has_bedrock_dat
     )
 
 
+def test_documents_is_deployed_by_default_exactly_where_the_region_has_translate_and_macie() -> None:
+    # Given the Regions botocore's endpoint data gives Amazon Translate and Amazon Macie, as the offline cloud has them
+    both = service_regions("translate") & service_regions("macie2")
+    # When the Documents condition's Regions are read
+    conditioned = {equals[1] for equals in _equals_of(template()["Conditions"]["RegionHasDocuments"])}
+    # Then they are the same: "auto" leaves documents out where CreateStateMachine would refuse its Translate task
+    assert conditioned == both
+    assert resources("AWS::Serverless::StateMachine")["DocumentsWorkflow"]["Condition"] == "DocumentsEnabled"
+
+
 def _equals_of(condition: dict[str, Any]) -> list[list[Any]]:
-    return [term["Fn::Equals"] for term in condition["Fn::Or"]]
+    """The Fn::Equals of a condition that is an Fn::Or of them, or of such Fn::Or (at most 10 conditions each)."""
+    return [
+        equals
+        for term in condition["Fn::Or"]
+        for equals in (_equals_of(term) if "Fn::Or" in term else [term["Fn::Equals"]])
+    ]

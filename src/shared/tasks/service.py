@@ -248,7 +248,7 @@ def task_api() -> Tasks:
     """The Tasks of the API function, configured from its environment (once per container)."""
     settings: TaskApiSettings = task_api_settings()
     unknown = set(settings.state_machines) - task_type_names()
-    if unknown:  # a type whose state machine is not deployed (a disabled feature) is simply not offered
+    if unknown:  # the template names a type this code has no model for: a packaging mistake, not a request's
         raise ValueError(f"TASK_STATE_MACHINES names task types without a model: {sorted(unknown)}")
     return Tasks(
         StatusLog(settings.task_table),

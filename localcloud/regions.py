@@ -1,0 +1,77 @@
+"""Which Regions have which service, so the offline cloud refuses what a Region lacks as AWS does.
+
+Step Functions rejects a definition whose Task names an integration (an optimized one or `aws-sdk:<service>`) that its
+Region lacks: CreateStateMachine, hence the whole stack, fails, and ValidateStateMachineDefinition answers FAIL. The
+Regions of a service are botocore's endpoint data (the SDK's own list); for a service botocore lists by rules rather
+than by Region, AWS's documentation, below. A service known to neither is taken to be in every Region (a gap:
+docs/offline-cloud.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import botocore.session
+
+# Services whose Regions botocore's endpoint data does not list: their user guides' "Supported Regions".
+DOCUMENTED_REGIONS: dict[str, frozenset[str]] = {
+    "bedrock-data-automation-runtime": frozenset(
+        {"us-east-1", "us-west-2", "eu-central-1", "eu-west-1", "eu-west-2", "ap-south-1", "ap-southeast-2"}
+    ),
+}
+_INTEGRATION = re.compile(r"^arn:aws[a-z-]*:states:::(?:aws-sdk:)?([a-z0-9-]+):")
+_OPTIMIZED_NAMES = {"states": "stepfunctions"}  # the optimized integrations' names that are not their SDK's
+
+
+@cache
+def _session() -> botocore.session.Session:
+    return botocore.session.get_session()
+
+
+@cache
+def _sdk_names() -> dict[str, str]:
+    """An integration's service name (the SDK's name without hyphens: `bedrockdataautomationruntime`) -> the SDK's."""
+    return {name.replace("-", ""): name for name in _session().get_available_services()}
+
+
+def service_regions(service: str) -> frozenset[str]:
+    """The Regions of an SDK service (`translate`, `bedrock-data-automation-runtime`); empty when none is known."""
+    return DOCUMENTED_REGIONS.get(service) or frozenset(_session().get_available_regions(service))
+
+
+def has_service(service: str, region: str) -> bool:
+    regions = service_regions(service)
+    return not regions or region in regions
+
+
+def missing_integrations(definition: Any, region: str) -> list[tuple[str, str]]:
+    """(JSON pointer, Resource) of every Task of a parsed definition whose integration the Region lacks."""
+    return [
+        (pointer, resource)
+        for pointer, resource in _resources(definition, "")
+        if (match := _INTEGRATION.match(resource))
+        and not has_service(_sdk_names().get(match[1], _OPTIMIZED_NAMES.get(match[1], match[1])), region)
+    ]
+
+
+def _resources(node: Any, pointer: str) -> Iterator[tuple[str, str]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "Resource" and isinstance(value, str):
+                yield f"{pointer}/Resource", value
+            else:
+                yield from _resources(value, f"{pointer}/{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _resources(value, f"{pointer}/{index}")
+
+
+def not_recognized(resource: str) -> str:
+    """Step Functions' diagnostic (SCHEMA_VALIDATION_FAILED) for an integration its Region lacks."""
+    return (
+        f"The resource provided {resource} is not recognized. The value is not a valid resource ARN, or the resource "
+        "is not available in this region."
+    )
