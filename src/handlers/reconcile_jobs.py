@@ -1,5 +1,6 @@
-"""Scheduled: resumes finished jobs whose completion event never came; heartbeats the ones still running. One run at
-a time (a lease): a tick during a long pass is skipped, the next one runs."""
+"""Scheduled: resumes finished jobs whose completion event never came; heartbeats the ones still running, nearest their
+heartbeat deadline first, within the invocation's time (what it leaves is the next run's). One run at a time (a
+lease): a tick during a long pass is skipped, the next one runs."""
 
 from functools import cache
 from typing import Any
@@ -23,4 +24,4 @@ def reconciler() -> Reconciler:
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # listing the waiting jobs (or taking the lease) failed: the next scheduled run is the retry
     with transient_errors(), single_flight("reconcile-jobs", context) as held:
-        return reconciler().run() if held else {"skipped": True}
+        return reconciler().run(context) if held else {"skipped": True}

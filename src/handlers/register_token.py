@@ -26,13 +26,20 @@ class Registration(BaseModel):
     state_name: str = Field(alias="stateName", min_length=1)
     state_entered_time: str = Field(alias="stateEnteredTime", min_length=1)
     retry_count: int = Field(alias="retryCount", ge=0)
+    # The state's HeartbeatSeconds: with it the reconciler knows when the task's heartbeat runs out and takes the
+    # nearest first (optional: a workflow that does not pass it is reconciled by registration time).
+    heartbeat_seconds: int | None = Field(default=None, alias="heartbeatSeconds", gt=0)
 
 
 @instrumented
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, str]:
     registration = Registration.model_validate(event)
     waiter = Waiter(
-        registration.execution_arn, registration.state_name, registration.state_entered_time, registration.retry_count
+        registration.execution_arn,
+        registration.state_name,
+        registration.state_entered_time,
+        registration.retry_count,
+        registration.heartbeat_seconds,
     )
     with transient_errors():  # throttled or unreachable: the Task state's Retry registers again
         result = callbacks().register(

@@ -1,5 +1,14 @@
-"""PutEvents done properly: at most 10 entries and 256 KB per call, refused entries retried, nothing dropped
-(what is still refused is raised, or handed back to the caller to keep)."""
+"""PutEvents done properly: at most 10 entries and 256 KB per call, refused entries and throttled calls retried, nothing
+dropped (what is still refused is raised, or handed back to the caller to keep).
+
+The retry budget: at most ATTEMPTS rounds (5). A round puts every entry still pending; between rounds the publisher
+sleeps `base_delay_seconds` (0.1 s) x 2^round x a jitter in [0.5, 1.5], at most 2.3 s in all. An entry PutEvents
+refuses (its per-entry ErrorCode) and a call EventBridge throttles as a whole (ThrottlingException and the other
+transient errors of shared.aws, raised once the SDK's own retries inside the call are spent) are both put again in
+the next round. When the rounds are spent, entries still refused are returned with their ErrorCode, and a call still
+throttled raises EventBusThrottledError (a TransientAwsError: the caller's retry takes over later, as for any
+throttled call).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +16,10 @@ import random
 import time
 from typing import Any
 
-from shared.aws import client
-from shared.exceptions import EventsNotDeliveredError
+from botocore.exceptions import BotoCoreError, ClientError
+
+from shared.aws import client, is_transient
+from shared.exceptions import EventBusThrottledError, EventsNotDeliveredError
 from shared.observability import logger
 
 MAX_ENTRIES_PER_CALL = 10
@@ -41,24 +52,41 @@ def batches(entries: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def deliver(entries: list[dict[str, Any]], base_delay_seconds: float = 0.1) -> list[tuple[dict[str, Any], str]]:
-    """Put every entry; retry only the ones PutEvents refuses (per-entry ErrorCode) with jittered backoff, at most
-    ATTEMPTS rounds. Returns the entries still refused, each with its last ErrorCode (empty: all were put)."""
+    """Put every entry; retry the ones PutEvents refuses (per-entry ErrorCode) and the calls it throttles as a whole,
+    with jittered backoff, within the module's budget (ATTEMPTS rounds). Returns the entries still refused, each with
+    its last ErrorCode (empty: all were put); raises EventBusThrottledError if a call is still throttled."""
     pending = entries
     for attempt in range(ATTEMPTS):
         refused: list[tuple[dict[str, Any], str]] = []
+        throttled: list[dict[str, Any]] = []
+        error: BotoCoreError | ClientError | None = None
         for batch in batches(pending):
-            response = client("events").put_events(Entries=batch)
+            try:
+                response = client("events").put_events(Entries=batch)
+            except (BotoCoreError, ClientError) as exc:
+                if not is_transient(exc):
+                    raise
+                throttled.extend(batch)
+                error = exc
+                continue
             if response["FailedEntryCount"]:
                 for entry, result in zip(batch, response["Entries"], strict=True):
                     if result.get("ErrorCode"):
                         refused.append((entry, str(result["ErrorCode"])))
-        if not refused:
+        if not refused and not throttled:
             return []
         errors = sorted({code for _, code in refused})
-        logger.warning("PutEvents refused entries", extra={"refused": len(refused), "errors": errors})
-        pending = [entry for entry, _ in refused]
+        logger.warning(
+            "PutEvents refused entries or was throttled",
+            extra={"refused": len(refused), "errors": errors, "throttled": len(throttled), "call": str(error or "")},
+        )
+        pending = [entry for entry, _ in refused] + throttled
         if attempt + 1 < ATTEMPTS:
             time.sleep(base_delay_seconds * 2**attempt * random.uniform(0.5, 1.5))
+    if error is not None:
+        raise EventBusThrottledError(
+            f"PutEvents of {len(throttled)} of {len(entries)} events still failed after {ATTEMPTS} rounds: {error}"
+        ) from error
     return refused
 
 

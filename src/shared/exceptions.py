@@ -43,6 +43,12 @@ class EventsNotDeliveredError(Exception):
     """PutEvents kept refusing entries after every retry; the invocation fails so its retries/DLQ take over."""
 
 
+class EventBusThrottledError(TransientAwsError):
+    """PutEvents kept failing as a whole (throttled, or a server error or lost connection) through every round of the
+    publisher's retry budget (shared.eventbus): nothing was refused, the bus asked the caller to come back later, so
+    the caller's retry (the export's Map item Retry, Lambda's async retries) takes over."""
+
+
 class ExportNotStartedError(Exception):
     """The FHIR $export kick-off did not answer 202 (e.g. a server error); the message is retried, then
     dead-lettered."""

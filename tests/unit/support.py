@@ -10,6 +10,7 @@ localcloud's shapes, as the simulators build them) in payloads.py; the task API'
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import json
@@ -90,6 +91,14 @@ class Deployed:
         for function in self.functions():
             merged |= self.environment(function)
         return merged
+
+    def of_this_stack(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A job event sample as this stack's job sends it: a BDA job writes to the stack's document bucket (extract's
+        jobs do), which the resume rule matches. A copy: the sample stays as it is."""
+        event = copy.deepcopy(event)
+        if event["source"] == "aws.bedrock":
+            event["detail"]["output_s3_location"]["s3_bucket"] = self.physical_id("DocumentBucket")
+        return event
 
     def rule_patterns(self, module: str) -> dict[str, dict[str, Any]]:
         """The deployed EventBridge rules that target the function with this handler: rule logical id -> pattern."""

@@ -647,7 +647,7 @@ def test_the_rules_deliver_exactly_the_events_that_end_a_job(
     explain_translate_failure(stubbed, documented)
 
     # When EventBridge matches the event against them
-    delivered = any(pattern.matches_event(documented.event) for pattern in patterns)
+    delivered = any(pattern.matches_event(aws.stack.of_this_stack(documented.event)) for pattern in patterns)
 
     # Then it is delivered if and only if it ends the job, and then the adapter takes it for the end of the job
     assert delivered == (documented.status is not None)

@@ -116,6 +116,18 @@ def test_registration_honours_an_explicit_ttl(aws: Aws) -> None:
     assert item["expiresAt"] == item["registeredAt"] + 120
 
 
+def test_registration_stores_the_tasks_heartbeat_seconds_when_the_workflow_passes_them(aws: Aws) -> None:
+    # Given a workflow waiting with HeartbeatSeconds 1800, and one of a version that does not pass them
+    # When both register their tokens
+    assert register("token-1", heartbeatSeconds=1800) == "REGISTERED"
+    assert register("token-2", job_id="c0ffee0000000000000000000000beef") == "REGISTERED"
+
+    # Then the first entry says them (the reconciler knows when its heartbeat runs out), the other one does not
+    first, other = aws.item(JOB_KEY), aws.item("translate#c0ffee0000000000000000000000beef")
+    assert first is not None and first["heartbeatSeconds"] == 1800
+    assert other is not None and "heartbeatSeconds" not in other
+
+
 def test_the_same_registration_twice_is_a_duplicate_and_changes_nothing(aws: Aws) -> None:
     # Given a registered token
     register("token-1")
@@ -804,6 +816,8 @@ def test_every_register_task_names_its_waiter_and_retries_transient_errors_with_
     assert payload["stateName.$"] == "$$.State.Name"
     assert payload["stateEnteredTime.$"] == "$$.State.EnteredTime"
     assert payload["retryCount.$"] == "$$.State.RetryCount"
+    # and the HeartbeatSeconds it waits with, so the reconciler takes the jobs nearest their deadline first
+    assert payload["heartbeatSeconds.$"] == state["HeartbeatSecondsPath"]
     # and it retries TransientAwsError and Lambda's own transient errors, backing off with a cap and full jitter
     retry = next(r for r in state["Retry"] if "TransientAwsError" in r["ErrorEquals"])
     assert {"Lambda.ServiceException", "Lambda.TooManyRequestsException"} <= set(retry["ErrorEquals"])

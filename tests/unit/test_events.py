@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.stub import Stubber
+from botocore.stub import ANY, Stubber
 from moto.events.models import EventPattern
 
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -263,8 +263,8 @@ def test_a_job_event_sample_resumes_the_task_waiting_for_its_job(
 
 @pytest.mark.parametrize("sample", samples_of("resume_job"), ids=lambda sample: sample.name)
 def test_the_rules_deliver_a_job_event_exactly_when_it_ends_the_job(sample: Path, stack: Deployed) -> None:
-    # Given a job event sample and the template's EventBridge rules for the resume function
-    event = load(sample)
+    # Given a job event sample of this stack's job and the template's EventBridge rules for the resume function
+    event = stack.of_this_stack(load(sample))
     patterns = [EventPattern.load(json.dumps(pattern)) for pattern in stack.rule_patterns("resume_job").values()]
     assert patterns, "template.yaml: the resume function has no EventBridgeRule event"
 
@@ -275,16 +275,24 @@ def test_the_rules_deliver_a_job_event_exactly_when_it_ends_the_job(sample: Path
 
 
 @pytest.mark.parametrize(
-    ("sample", "field", "foreign"),
+    ("sample", "path", "foreign"),
     [
-        ("resume_job.macie-job-completed.json", "jobName", "callback-kit-prod.documents-2026-01-15-a7f3"),
-        ("resume_job.healthlake-export-completed.json", "datastoreId", "ffffffffffffffffffffffffffffffff"),
+        ("resume_job.macie-job-completed.json", ["jobName"], "callback-kit-prod.documents-2026-01-15-a7f3"),
+        ("resume_job.healthlake-export-completed.json", ["datastoreId"], "ffffffffffffffffffffffffffffffff"),
+        ("resume_job.bda-succeeded.json", ["output_s3_location", "s3_bucket"], "callback-kit-prod-documentbucket-1kq"),
     ],
 )
-def test_another_stacks_job_events_are_not_delivered(sample: str, field: str, foreign: str, stack: Deployed) -> None:
-    # Given an event that ends a job of another stack in the same account (its Macie job name, its data store)
+def test_another_stacks_job_events_are_not_delivered(
+    sample: str, path: list[str], foreign: str, stack: Deployed
+) -> None:
+    # Given an event that ends a job of another stack in the same account (its Macie job name, its data store, the
+    # bucket its BDA job wrote to)
     event = load(EVENTS / sample)
-    event["detail"][field] = foreign
+    *parents, field = path
+    detail = event["detail"]
+    for parent in parents:
+        detail = detail[parent]
+    detail[field] = foreign
     patterns = [EventPattern.load(json.dumps(pattern)) for pattern in stack.rule_patterns("resume_job").values()]
     # Then no rule of this stack delivers it: a foreign completion costs this stack no invocation and nothing stored
     assert not any(pattern.matches_event(event) for pattern in patterns)
@@ -345,16 +353,16 @@ def test_the_schedule_sample_runs_the_reconciler(
     invoke("register_token", registration("translate", fresh_job_id, fresh.token))
     backdate_registration(aws, f"translate#{job_id}", int(aws.environment["RECONCILE_AFTER_SECONDS"]) + 60)
     stubbed("translate").add_response(
-        "describe_text_translation_job",
-        {"TextTranslationJobProperties": {"JobId": job_id, "JobStatus": "COMPLETED"}},
-        {"JobId": job_id},
+        "list_text_translation_jobs",
+        {"TextTranslationJobPropertiesList": [{"JobId": job_id, "JobStatus": "COMPLETED"}]},
+        {"Filter": {"SubmittedAfterTime": ANY}, "MaxResults": 500},
     )
 
     # When the schedule invokes the reconcile function
     result = invoke("reconcile_jobs", load(sample))
 
     # Then the finished job's workflow is resumed, and the fresh one is left alone
-    assert result == {"RESUMED": 1, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0}
+    assert result == {"RESUMED": 1, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0, "DEFERRED": 0}
     assert task.wait_until_closed()["status"] == "SUCCEEDED"
     assert fresh.status() == "RUNNING"
     stubbed("translate").assert_no_pending_responses()

@@ -20,7 +20,7 @@ import pytest
 
 from localcloud.clock import ManualClock
 from localcloud.simulators.healthlake import HealthLakeSimulator
-from shared.exceptions import TransientAwsError
+from shared.exceptions import EventBusThrottledError
 from tests.unit.payloads import fhir_patients, ndjson, sqs_event
 from tests.unit.support import ACCOUNT, REGION, ClientSpy, ExportAccount, asl_states, invoke, template
 from tests.unit.waiting import WaitingTask, wait_until
@@ -527,22 +527,23 @@ def counts(published: int, quarantined: int = 0, undelivered: int = 0, lines: in
 
 class RefusingBus:
     """The functions' EventBridge client, recording its calls. `refuse(entry)` returns an ErrorCode for an entry
-    PutEvents refuses (EventBridge's partial failure: the others are put); `fail_call` makes that PutEvents call
-    (1-based) raise, as a throttled call does once botocore's own retries are spent."""
+    PutEvents refuses (EventBridge's partial failure: the others are put); `throttled(nth)` says whether the nth
+    PutEvents call (1-based) raises ThrottlingException as a whole, as a throttled call does once botocore's own
+    retries are spent."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.eventbus = importlib.import_module("shared.eventbus")
         real_client = self.eventbus.client
         self._real = real_client("events")
         self.refuse: Callable[[dict[str, Any]], str | None] = lambda entry: None
-        self.fail_call: int | None = None
+        self.throttled: Callable[[int], bool] = lambda nth: False
         self.spy = ClientSpy(self)
         self.delays: list[float] = []
         monkeypatch.setattr(self.eventbus, "client", lambda s: self.spy if s == "events" else real_client(s))
         monkeypatch.setattr(self.eventbus, "time", SimpleNamespace(sleep=self.delays.append))  # its sleeps only
 
     def put_events(self, Entries: list[dict[str, Any]]) -> dict[str, Any]:  # keyword spelled as the API's
-        if len(self.spy.calls_to("put_events")) == self.fail_call:
+        if self.throttled(len(self.spy.calls_to("put_events"))):
             from botocore.exceptions import ClientError
 
             raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "PutEvents")
@@ -613,6 +614,38 @@ def test_records_refused_by_put_events_are_put_again_and_none_twice(
         json.dumps(record, sort_keys=True) for record in records
     )
     assert kept(export_account, "undelivered") == []
+
+
+def test_a_put_events_call_throttled_as_a_whole_is_put_again_and_the_file_published_once(
+    export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a file of 25 records, and a bus that throttles the second and third PutEvents calls as a whole (past the
+    # SDK's own retries)
+    records = fhir_patients(25)
+    item = exported_file(export_account, records)
+    bus = RefusingBus(monkeypatch)
+    bus.throttled = lambda nth: nth in {2, 3}
+
+    # When the function publishes the file
+    result = invoke("publish_records", item)
+
+    # Then the throttled call's entries were put again in the next rounds, after a growing jittered backoff, as
+    # refused entries are: the run goes on, every record on the bus once, none kept as undelivered
+    assert result == counts(25, lines=27)
+    assert len(bus.spy.calls_to("put_events")) == 3 + 2
+    assert len(bus.delays) == 2 and 0.05 <= bus.delays[0] <= 0.15 and 0.1 <= bus.delays[1] <= 0.3
+    delivered = export_account.published.delivered()
+    assert Counter(json.dumps(event["detail"], sort_keys=True) for event in delivered) == Counter(
+        json.dumps(record, sort_keys=True) for record in records
+    )
+    assert kept(export_account, "undelivered") == []
+
+
+def test_the_map_item_retries_a_bus_still_throttled_after_the_publishers_budget() -> None:
+    # The error the publisher raises once its rounds are spent is one the Map item's Retry names: the file is
+    # published on from its checkpoint later, instead of failing the run
+    publish = next(s for s in asl_states("export") if "PublishRecordsFunctionArn" in json.dumps(s.get("Parameters")))
+    assert any("EventBusThrottledError" in retry["ErrorEquals"] for retry in publish["Retry"])
 
 
 def test_entries_put_events_keeps_refusing_are_kept_as_undelivered_and_counted(
@@ -701,18 +734,22 @@ def test_a_record_too_large_for_an_event_is_published_as_a_reference_to_its_line
 def test_a_retried_file_resumes_after_its_checkpoint_and_publishes_no_record_twice(
     export_account: ExportAccount, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given a file of 35 records and a bus whose third PutEvents call fails outright (throttled past the SDK retries)
+    # Given a file of 35 records and a bus that throttles every PutEvents call as a whole from the third on, past the
+    # SDK's retries and the publisher's own rounds
     records = fhir_patients(35)
     item = exported_body(export_account, ndjson(records))
     bus = RefusingBus(monkeypatch)
-    bus.fail_call = 3
-    # (the function fails with TransientAwsError, the name the Map item's Retry matches)
-    with pytest.raises(TransientAwsError, match="ThrottlingException"):
+    bus.throttled = lambda nth: nth >= 3
+    # (the function fails with EventBusThrottledError, a name the Map item's Retry matches)
+    with pytest.raises(EventBusThrottledError, match="ThrottlingException"):
         invoke("publish_records", item)
+    eventbus = importlib.import_module("shared.eventbus")
+    assert len(bus.spy.calls_to("put_events")) == 2 + eventbus.ATTEMPTS  # the third group's call, every round
+    assert len(bus.delays) == eventbus.ATTEMPTS - 1
     assert len(export_account.published.delivered()) == 20  # two groups of 10, each checkpointed
 
     # When the Map's Retry invokes the function again with the same item
-    bus.fail_call = None
+    bus.throttled = lambda nth: False
     result = invoke("publish_records", item)
 
     # Then it resumes after the checkpoint: the whole file is published, each record exactly once in the run

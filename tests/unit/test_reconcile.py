@@ -3,7 +3,9 @@ service's API. A finished job is resumed as its (lost) event would have; a runni
 no longer exists has its entry removed; a job the API cannot describe gets nothing, so its task times out.
 
 The reconcile function runs as Lambda calls it, against real waiting tasks on moto (with HeartbeatSeconds, as the
-workflows' waiting tasks have); the services' APIs answer through botocore Stubber.
+workflows' waiting tasks have); the services' APIs answer through botocore Stubber. Here every job is described on
+its own: Translate's listing (many jobs a call), the order jobs are taken in and a run's time budget have their own
+tests (test_reconcile_pressure.py).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import boto3
@@ -37,7 +39,7 @@ from tests.unit.waiting import WaitingTask, wait_until
 
 SCHEDULE = json.loads((EVENTS / "reconcile_jobs.schedule.json").read_text())
 HEARTBEAT_SECONDS = 600  # long enough not to matter, except in the tests that are about it
-NOTHING = {"RESUMED": 0, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0}
+NOTHING = {"RESUMED": 0, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0, "DEFERRED": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -46,6 +48,13 @@ def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
     adapters = importlib.import_module("shared.callback.adapters")
     monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
+
+
+@pytest.fixture(autouse=True)
+def described_one_by_one(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Translate's jobs are described one by one here, as every other service's (its listing is tested on its own)."""
+    adapters = importlib.import_module("shared.callback.adapters")
+    monkeypatch.setitem(adapters.ADAPTERS, "translate", replace(adapters.TRANSLATE, list_jobs=None))
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,14 +235,18 @@ def test_a_running_job_gets_a_heartbeat_and_its_task_keeps_waiting(
     answer(stubbed, job, response)
 
     # When the reconciler runs
+    before = int(time.time())
     result = reconcile()
 
-    # Then the waiting task gets a heartbeat, keeps waiting, and its entry stays as it was
+    # Then the waiting task gets a heartbeat, keeps waiting, and its entry stays, noting when the heartbeat was sent
+    # (its heartbeat deadline moved on)
     assert result == {**NOTHING, "HEARTBEAT": 1}
     assert sfn_spy.calls_to("send_task_heartbeat") == [{"taskToken": task.token}]
     assert sfn_spy.calls_to("send_task_success") == sfn_spy.calls_to("send_task_failure") == []
     assert task.status() == "RUNNING"
-    assert aws.item(job.key) == stored
+    item = aws.item(job.key)
+    assert item is not None and before <= int(item.pop("heartbeatAt")) <= time.time()
+    assert item == stored
 
 
 def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_runs(
@@ -441,7 +454,7 @@ def test_one_run_handles_each_waiting_task_by_what_its_job_says(
     result = reconcile()
 
     # Then each got what its job called for
-    assert result == {"RESUMED": 1, "HEARTBEAT": 1, "CLOSED": 1, "UNCONFIRMED": 1}
+    assert result == {"RESUMED": 1, "HEARTBEAT": 1, "CLOSED": 1, "UNCONFIRMED": 1, "DEFERRED": 0}
     assert finished.wait_until_closed()["status"] == "SUCCEEDED"
     assert running.status() == unconfirmed.status() == "RUNNING"
     assert {call["taskToken"] for call in sfn_spy.calls_to("send_task_heartbeat")} == {running.token, stopped.token}

@@ -25,7 +25,7 @@ FUNCTION = "ReconcileJobsFunction"
 LEASE = "reconcile-jobs"  # the lease its handler takes
 OVERLAPPING = 4  # runs invoked while the first is inside its work
 WAIT_S = 120.0  # bounds a failure only (cold starts of five environments on a busy machine take seconds)
-COUNTS = {"RESUMED", "HEARTBEAT", "CLOSED", "UNCONFIRMED"}  # what a run that did the work answers
+COUNTS = {"RESUMED", "HEARTBEAT", "CLOSED", "UNCONFIRMED", "DEFERRED"}  # what a run that did the work answers
 
 
 def physical_id(cloud: LocalCloud, logical_id: str) -> str:

@@ -3,7 +3,10 @@
 An adapter is a small declarative description (the event's source and detail-types, where the job id and the status
 are, which statuses end a job and which of those succeed) plus one `describe` call that asks the service for a job's
 status in the same vocabulary. An event and a describe therefore produce the same Outcome, and the reconciler
-resumes a job whose event was lost through the same code path as the event would have.
+resumes a job whose event was lost through the same code path as the event would have. A service that lists its jobs
+with their statuses (Translate: ListTextTranslationJobs, up to 500 jobs a call) also has a `list_jobs` call, which
+answers for many jobs what `describe` answers for one; and every adapter states the rate its describe and list
+calls are kept to (the service's documented limit where it documents one).
 
 To support another service: add an Adapter to ADAPTERS, an EventBridge rule for its terminal events on the resume
 function (template.yaml) and a sample event under events/.
@@ -12,7 +15,7 @@ function (template.yaml) and a sample event under events/.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +38,13 @@ class Adapter:
     successes: frozenset[str]
     failures: frozenset[str]
     describe: Callable[[str], tuple[str, Detail]]  # job id -> (status, details) through the service's API
+    # Calls per second the reconciler makes of `describe`, and of `list_jobs` (each its own limit). Translate documents
+    # 10 TPS for DescribeTextTranslationJob and for ListTextTranslationJobs; Macie, Bedrock Data Automation and
+    # HealthLake document no rate for their describe calls: 10 a second is kept for them too.
+    calls_per_second: float = 10.0
+    # Every job submitted after a time (epoch seconds), page by page, as (job id, status, details) in `describe`'s
+    # vocabulary, calling the given pace() before each call; None where the service cannot list its jobs so
+    list_jobs: Callable[[float, Callable[[], None]], Iterator[list[tuple[str, str, Detail]]]] | None = None
     # The event's source is one anyone allowed events:PutEvents on the default bus can send (a custom source, not
     # aws.*): every terminal event is confirmed through the API before anything is resumed, and the API's
     # verdict wins (a success event may also hide errors only the API reports).
@@ -107,7 +117,10 @@ class Adapter:
 
     def current(self, job_id: str) -> Outcome | None:
         """Ask the service for the job; its Outcome if it has ended, else None."""
-        status, detail = self.describe(job_id)
+        return self.described(job_id, *self.describe(job_id))
+
+    def described(self, job_id: str, status: str, detail: Detail) -> Outcome | None:
+        """The Outcome of a job as `describe` (or `list_jobs`) answered for it, if it has ended, else None."""
         return self._outcome(job_id, status, json.loads(json.dumps(detail, default=str)))
 
     def _outcome(self, job_id: str | None, status: Any, detail: Detail) -> Outcome | None:
@@ -121,6 +134,19 @@ def _describe_translate(job_id: str) -> tuple[str, Detail]:
     return props["JobStatus"], props
 
 
+def _list_translate(submitted_after: float, pace: Callable[[], None]) -> Iterator[list[tuple[str, str, Detail]]]:
+    """ListTextTranslationJobs since the time, 500 jobs a page (its maximum), newest first: each job's properties are
+    DescribeTextTranslationJob's."""
+    request: dict[str, Any] = {"Filter": {"SubmittedAfterTime": submitted_after}, "MaxResults": 500}
+    while True:
+        pace()
+        page = client("translate").list_text_translation_jobs(**request)
+        yield [(props["JobId"], props["JobStatus"], props) for props in page["TextTranslationJobPropertiesList"]]
+        if not page.get("NextToken"):
+            return
+        request["NextToken"] = page["NextToken"]
+
+
 TRANSLATE = Adapter(
     service="translate",
     name="Translate",
@@ -131,6 +157,7 @@ TRANSLATE = Adapter(
     successes=frozenset({"COMPLETED"}),
     failures=frozenset({"COMPLETED_WITH_ERROR", "FAILED", "STOPPED"}),
     describe=_describe_translate,
+    list_jobs=_list_translate,
     explain_failure=True,  # the event is {jobId, jobStatus}; DescribeTextTranslationJob's Message says why
     job_name=lambda described: described.get("JobName"),
 )

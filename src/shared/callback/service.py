@@ -78,6 +78,10 @@ class Callbacks:
         """Remove a registration whose task no longer exists (it timed out or its execution was stopped)."""
         self.store.delete_token(job_key(waiting.service, waiting.job_id), waiting.token)
 
+    def record_heartbeat(self, waiting: Waiting, sent_at: int) -> None:
+        """Note the heartbeat sent to a waiting task at `sent_at` (epoch seconds): its deadline moves on."""
+        self.store.record_heartbeat(job_key(waiting.service, waiting.job_id), waiting.token, sent_at)
+
     def resume(self, outcome: Outcome) -> Result:
         """Resume the task waiting for this job, or record the outcome for a registration still to come."""
         key = job_key(outcome.service, outcome.job_id)

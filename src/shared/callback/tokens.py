@@ -2,8 +2,10 @@
 
 An item holds either the waiting task's token (registered first) or the job's outcome (completion arrived first).
 A token item also names the Task state that registered it (execution ARN, state name, time the state was entered),
-so that a retried registration of that same state can replace its own, dead, token. Every write is conditional;
-reads are consistent and ignore items whose TTL has passed (DynamoDB deletes them late).
+so that a retried registration of that same state can replace its own, dead, token; and, where the workflow passes
+it, the state's HeartbeatSeconds, which with the time of the last heartbeat the reconciler sent (`heartbeatAt`) says
+when the waiting task's heartbeat runs out. Every write is conditional; reads are consistent and ignore items whose
+TTL has passed (DynamoDB deletes them late).
 """
 
 from __future__ import annotations
@@ -30,13 +32,16 @@ class Waiter:
     state_name: str
     entered_time: str
     attempt: int = 0
+    heartbeat_seconds: int | None = None  # the state's HeartbeatSeconds, where the workflow passes it
 
     def item(self) -> dict[str, str | int]:
+        heartbeat = {} if self.heartbeat_seconds is None else {"heartbeatSeconds": self.heartbeat_seconds}
         return {
             "executionArn": self.execution_arn,
             "stateName": self.state_name,
             "stateEnteredTime": self.entered_time,
             "attempt": self.attempt,
+            **heartbeat,
         }
 
     def retries(self, other: Waiter) -> bool:
@@ -55,11 +60,18 @@ class Entry:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A registered task token whose job has not reported back yet."""
+    """A registered task token whose job has not reported back yet.
+
+    `deadline` (epoch seconds) is when the waiting task's heartbeat runs out, as far as the table knows: its last
+    heartbeat (or its registration) plus its HeartbeatSeconds. An entry without HeartbeatSeconds (registered by a
+    version before registrations carried it, or a task without one) counts from that time alone: it is taken early
+    rather than late."""
 
     service: str
     job_id: str
     token: str
+    registered_at: int
+    deadline: int
 
 
 MAX_KEY_BYTES = 2048  # DynamoDB's limit on a partition key value
@@ -117,7 +129,10 @@ class TokenStore:
             page = self._table.scan(**kwargs)
             for item in page.get("Items", []):
                 service, _, job_id = str(item["jobKey"]).partition("#")
-                yield Waiting(service, job_id, str(item["token"]))
+                registered_at = int(item["registeredAt"])
+                last_heartbeat = int(item.get("heartbeatAt", registered_at))
+                deadline = last_heartbeat + int(item.get("heartbeatSeconds", 0))
+                yield Waiting(service, job_id, str(item["token"]), registered_at, deadline)
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -150,6 +165,19 @@ class TokenStore:
             )
         )
         return written is not None
+
+    def record_heartbeat(self, key: str, token: str, sent_at: int) -> None:
+        """Note that the entry's task got a heartbeat at `sent_at` (epoch seconds, taken before it was sent), so its
+        deadline moves; only while the entry still holds this token."""
+        conditionally(
+            lambda: self._table.update_item(
+                Key={"jobKey": key},
+                UpdateExpression="SET heartbeatAt = :at",
+                ConditionExpression="#t = :t",
+                ExpressionAttributeNames={"#t": "token"},
+                ExpressionAttributeValues={":at": sent_at, ":t": token},
+            )
+        )
 
     def put_outcome(self, key: str, outcome: Outcome, ttl_seconds: int) -> bool:
         """Record a completion that arrived before its token; return whether it was stored."""
