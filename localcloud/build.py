@@ -1,9 +1,10 @@
 """`sam build`, when the artifacts are missing or stale: the offline cloud deploys what `sam deploy` would deploy.
 
-The built template (.aws-sam/build/template.yaml beside the source template) points every function at its own
-artifact directory, which holds the function's code and the dependencies of its requirements.txt and nothing of
-the developer's environment. A fingerprint of the template and of every file under the functions' CodeUri
-directories decides whether to build again; a file lock keeps two processes from building the same tree at once.
+The built template (.aws-sam/build/template.yaml beside the source template) points every function and layer at its
+own artifact directory, which holds what its build put there (this project's: src/Makefile) and nothing of the
+developer's environment. A fingerprint of the template and of every file under the functions' CodeUri and the layers'
+ContentUri directories decides whether to build again; a file lock keeps two processes from building the same tree at
+once.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ def _sam() -> str:
 
 
 def _fingerprint(template: Path) -> str:
-    """A hash of the template and of every file the functions' packages are built from."""
+    """A hash of the template and of every file the functions' packages and the layers are built from."""
     digest = hashlib.sha256(template.read_bytes())
     document: dict[str, Any] = yaml_parse(template.read_text())
     default = document.get("Globals", {}).get("Function", {}).get("CodeUri")
@@ -96,6 +97,10 @@ def _fingerprint(template: Path) -> str:
         str(resource.get("Properties", {}).get("CodeUri", default))
         for resource in document.get("Resources", {}).values()
         if resource.get("Type") == "AWS::Serverless::Function"
+    } | {
+        str(resource.get("Properties", {}).get("ContentUri"))
+        for resource in document.get("Resources", {}).values()
+        if resource.get("Type") == "AWS::Serverless::LayerVersion"
     }
     for code_dir in sorted(code_dirs):
         root = template.parent / code_dir

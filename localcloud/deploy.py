@@ -116,11 +116,11 @@ class _NoManagedPolicies:
 
 
 def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> dict[str, Any]:
-    """Do what `sam package` does: put each CodeUri in S3 and inline each DefinitionUri.
+    """Do what `sam package` does: put each CodeUri (and a layer's ContentUri) in S3 and inline each DefinitionUri.
 
-    The S3 key is the CodeUri relative to the template's directory (for a built template: the function's artifact
-    directory), which is where the offline Lambda runtime runs the code from; the object itself is only a pointer,
-    since the artifact never leaves this machine.
+    The S3 key is the CodeUri relative to the template's directory (for a built template: the function's or layer's
+    artifact directory), which is where the offline Lambda runtime runs the code from; the object itself is only a
+    pointer, since the artifact never leaves this machine.
     """
     s3 = boto3.client("s3", region_name=region)
     elsewhere = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
@@ -128,12 +128,13 @@ def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> d
     global_code_uri = template.get("Globals", {}).get("Function", {}).get("CodeUri")
     for resource in template.get("Resources", {}).values():
         props = resource.setdefault("Properties", {})
-        if resource["Type"] == "AWS::Serverless::Function":
-            code_uri = props.get("CodeUri", global_code_uri)
+        if resource["Type"] in ("AWS::Serverless::Function", "AWS::Serverless::LayerVersion"):
+            uri_property = "CodeUri" if resource["Type"] == "AWS::Serverless::Function" else "ContentUri"
+            code_uri = props.get(uri_property, global_code_uri if uri_property == "CodeUri" else None)
             if isinstance(code_uri, str) and not code_uri.startswith("s3://"):
                 key = Path(code_uri).as_posix().strip("/") or "."
                 s3.put_object(Bucket=bucket, Key=key, Body=_pointer(root / code_uri))
-                props["CodeUri"] = f"s3://{bucket}/{key}"
+                props[uri_property] = f"s3://{bucket}/{key}"
         elif resource["Type"] == "AWS::Serverless::StateMachine" and isinstance(props.get("DefinitionUri"), str):
             props["Definition"] = json.loads((root / props.pop("DefinitionUri")).read_text())
     return template

@@ -1,10 +1,10 @@
 """The Lambda Python runtime's part of a worker process: init once, then one invocation at a time.
 
 This file runs in the worker's own interpreter (python3.13 with boto3, as Lambda's runtime) with the function's
-`sam build` artifact first on sys.path (LAMBDA_TASK_ROOT, as /var/task is on AWS). It may import the standard
-library only: nothing of the offline cloud, moto or the developer's .venv is importable there, so a module missing
-from the package fails here as it fails on AWS. The one exception is opt-in: with LOCALCLOUD_FAULTS set, it loads
-lambda_faults.py beside it by path (the chaos run's faults at the wire, see that file).
+`sam build` artifact first on sys.path (LAMBDA_TASK_ROOT, as /var/task is on AWS), then its layers' (as /opt). It
+may import the standard library only: nothing of the offline cloud, moto or the developer's .venv is importable there,
+so a module missing from the package and its layers fails here as it fails on AWS. The one exception is opt-in: with
+LOCALCLOUD_FAULTS set, it loads lambda_faults.py beside it by path (the chaos run's faults at the wire, see that file).
 
 Protocol with localcloud.lambdas, one JSON document per line on the two file descriptors given as arguments:
     worker -> parent  {"init": {"ms": ...}} or {"init": {"ms": ..., "error": {...}}}  (then the worker exits)
@@ -23,6 +23,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+LAYERS_ENV = "LOCALCLOUD_LAYERS"  # the function's layers' directories, in order (on Lambda: merged into /opt)
 
 
 class LambdaContext:
@@ -94,6 +96,15 @@ class _InitError(Exception):
         self.payload = payload
 
 
+def _code_path() -> list[str]:
+    """What Lambda's Python runtime puts first on sys.path: the task root (/var/task), then what the layers hold in
+    /opt (python/lib/python3.13/site-packages, then python)."""
+    layers = [layer for layer in os.environ.get(LAYERS_ENV, "").split(os.pathsep) if layer]
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    opt = [f"{layer}/python/lib/{version}/site-packages" for layer in layers] + [f"{layer}/python" for layer in layers]
+    return [os.environ["LAMBDA_TASK_ROOT"], *opt]
+
+
 def main() -> int:
     requests = os.fdopen(int(sys.argv[1]), "r", encoding="utf-8")
     replies = os.fdopen(int(sys.argv[2]), "w", encoding="utf-8")
@@ -102,7 +113,7 @@ def main() -> int:
         replies.write(json.dumps(message, separators=(",", ":")) + "\n")
         replies.flush()
 
-    sys.path.insert(0, os.environ["LAMBDA_TASK_ROOT"])
+    sys.path[0:0] = _code_path()
     started = time.monotonic()
     faults = _faults()
     try:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from moto.awslambda.models import LambdaBackend, LambdaFunction
+from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
@@ -52,6 +53,7 @@ from localcloud import lambda_faults
 from localcloud.account import ACCOUNT_ID
 from localcloud.build import PROJECT_ROOT
 from localcloud.httpapi import Credential
+from localcloud.lambda_bootstrap import LAYERS_ENV
 
 LOG = logging.getLogger("localcloud.lambda")
 BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
@@ -117,6 +119,7 @@ class FunctionSpec:
     arn: str
     handler: str
     code_dir: Path
+    layer_dirs: tuple[Path, ...]  # the function's layers, in order: each one's content as /opt holds it on Lambda
     memory_mb: int
     timeout_seconds: float
     runtime: str
@@ -126,13 +129,16 @@ class FunctionSpec:
     log_level: str | None  # ApplicationLogLevel (JSON log format only), which Powertools follows
 
     @classmethod
-    def of(cls, fn: LambdaFunction, code_dir: Path, logging_config: dict[str, str]) -> FunctionSpec:
+    def of(
+        cls, fn: LambdaFunction, code_dir: Path, logging_config: dict[str, str], layer_dirs: tuple[Path, ...] = ()
+    ) -> FunctionSpec:
         log_format = logging_config.get("LogFormat", "Text")
         return cls(
             name=fn.function_name,
             arn=fn.function_arn,
             handler=fn.handler or "",
             code_dir=code_dir,
+            layer_dirs=layer_dirs,
             memory_mb=int(fn.memory_size),
             timeout_seconds=float(fn.timeout),
             runtime=fn.run_time,
@@ -158,6 +164,7 @@ class FunctionSpec:
             "AWS_DEFAULT_REGION": region,
             "AWS_EXECUTION_ENV": f"AWS_Lambda_{self.runtime}",
             "LAMBDA_TASK_ROOT": str(self.code_dir),
+            LAYERS_ENV: os.pathsep.join(str(layer) for layer in self.layer_dirs),
             "LAMBDA_RUNTIME_DIR": str(BOOTSTRAP.parent),
             "_HANDLER": self.handler,
             "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
@@ -198,7 +205,9 @@ class Worker:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and bootstrap
-            [str(python), "-I", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
+            # -B: the packages are read-only, as /var/task and /opt are on Lambda: a cold start loads the bytecode
+            # the build shipped, or compiles in memory every time, and never leaves a .pyc for the next one.
+            [str(python), "-I", "-B", "-u", str(BOOTSTRAP), str(to_worker_r), str(from_worker_w)],
             pass_fds=(to_worker_r, from_worker_w),
             env=spec.lambda_environment(endpoint, region, faults),
             cwd=spec.code_dir,
@@ -558,11 +567,18 @@ class LambdaRuntime:
             pool = self._pools.get(fn.function_name)
             if pool is None:
                 code_dir = (self.root / fn.code["S3Key"]).resolve()
-                spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}))
+                spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}), self._layers(fn))
                 reserved = fn.reserved_concurrency  # ReservedConcurrentExecutions, as CloudFormation or the API set it
                 limit = self.account_concurrency if reserved is None else int(reserved)
                 pool = self._pools[fn.function_name] = FunctionPool(spec, limit, self._start_worker)
             return pool
+
+    def _layers(self, fn: LambdaFunction) -> tuple[Path, ...]:
+        """The built directories of the function's layers (`sam build` puts each one's content beside the packages)."""
+        backend = get_backend(fn.account_id, fn.region)
+        return tuple(
+            (self.root / backend.layers_versions_by_arn(layer["Arn"]).content["S3Key"]).resolve() for layer in fn.layers
+        )
 
     def _start_worker(self, spec: FunctionSpec) -> Worker:
         """A new execution environment, initialized. At most one init per core runs at a time: a burst of 100 cold

@@ -19,7 +19,7 @@ from typing import Any
 import moto.cloudformation.parsing
 import moto.core.responses
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
-from moto.awslambda.models import LambdaBackend
+from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation import cloudformation_backends
 from moto.cloudformation.custom_model import CustomModel
@@ -249,6 +249,21 @@ def _create_resource_or_fail(logical_id: str, resource_json: dict[str, Any], *ar
         raise ResourceFailedError(f"{logical_id}: {reason}") from exc
 
 
+_moto_create_function = LambdaFunction.create_from_cloudformation_json
+
+
+def _create_function_with_layers(
+    cls: type[LambdaFunction], /, name: str, template: dict[str, Any], account_id: str, region: str, **kwargs: Any
+) -> LambdaFunction:
+    """Gap 29: a function gets its Layers, as CloudFormation gives them (moto's CloudFormation dropped the property,
+    and resolves a Ref to a LayerVersion of the stack to its model, whose ARN is what CloudFormation's Ref gives)."""
+    function = _moto_create_function(name, template, account_id, region, **kwargs)
+    layers = template["Properties"].get("Layers")
+    if layers:
+        function.layers = function._get_layers_data([str(getattr(layer, "arn", layer)) for layer in layers])
+    return function
+
+
 InvokeCustomResource = Callable[[str, dict[str, Any]], None]  # (ServiceToken, CloudFormation's request)
 
 
@@ -315,6 +330,9 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),
             *event_delivery(deliver, send_to),
             Patch(moto.cloudformation.parsing, "parse_and_create_resource", _create_resource_or_fail, "gap 26"),
+            Patch(
+                LambdaFunction, "create_from_cloudformation_json", classmethod(_create_function_with_layers), "gap 29"
+            ),
             *custom_resources(runtime.invoke_async, lambda: runtime.endpoint),
         ]
     )
