@@ -54,7 +54,7 @@ class ExportNotStartedError(Exception):
     dead-lettered."""
 
 
-# ---- tasks (async request/reply API); src/handlers/task_api.py maps each to its HTTP status in one place --------
+# ---- tasks (async request/reply API); src/shared/tasks/resolver.py maps each to its HTTP status in one place ---------
 class TaskNotFoundError(Exception):
     """No task with this id belongs to the caller (another caller's task is not found either)."""
 
