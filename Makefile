@@ -59,8 +59,12 @@ smoke: install
 	$(PY) -m pytest -q tests/workflows/test_events_replay.py
 
 # `sam local invoke` without Docker: make invoke FUNCTION=RegisterTokenFunction EVENT=events/register_token.register.json
-invoke: install
-	$(PY) -m localcloud invoke $(FUNCTION) -e $(EVENT)
+# On the running `make local` when there is one, else a fresh cloud (stderr says which); stdout is only the response,
+# so nothing else goes there (recipe lines unechoed, a first run's install on stderr): `make invoke ... > out.json`
+# is JSON. `python -m localcloud invoke --help` lists the functions.
+invoke:
+	@$(MAKE) --no-print-directory install >&2
+	@$(PY) -m localcloud invoke $(FUNCTION) $(if $(EVENT),-e $(EVENT))
 
 # The design's numbers on the offline cloud (P1-P5 and HTTP in tests/bench/bench.py): docs/performance.md, .aws-sam/bench/.
 # A report, not a test; SIZES=500,1000,2000,5000 by default.

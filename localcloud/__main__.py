@@ -1,18 +1,32 @@
 """`python -m localcloud serve` (make local), `demo` (make demo) and `invoke` (make invoke: `sam local invoke`
-without Docker)."""
+without Docker, against the running `make local` when there is one).
+
+Bad input (an unknown function, a missing file, a port in use, a template that does not deploy) is one line on stderr
+and a non-zero exit, never a traceback (`--verbose` shows it). `invoke` prints only the function's response on stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import errno
 import json
 import logging
+import os
+import re
 import signal
+import socket
 import sys
+import textwrap
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 from samtranslator.yaml_helper import yaml_parse
 
 from localcloud import account
@@ -115,11 +129,175 @@ def demo(config: CloudConfig) -> int:
     return code
 
 
+def _prog() -> str:
+    """How to run this command again from here: `.venv/bin/python -m localcloud` in the project."""
+    try:
+        return f"{Path(sys.executable).relative_to(Path.cwd())} -m localcloud"
+    except ValueError:
+        return "python -m localcloud"
+
+
+PROG = _prog()
+FUNCTION_TYPES = ("AWS::Serverless::Function", "AWS::Lambda::Function")
+# Lambda's longest Timeout, and a margin: how long `invoke` waits for a running cloud's answer.
+INVOKE_READ_TIMEOUT_SECONDS = 15 * 60 + 30
+
+
+class UsageError(Exception):
+    """Bad input: its message is the one line the command prints on stderr (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (UsageError) instead of its usage block and message."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (`{self.prog} --help` for usage)")
+
+
+@dataclass(frozen=True)
+class RunningCloud:
+    """An offline cloud serving the stack at `endpoint` (a `make local`): its functions by logical ID."""
+
+    endpoint: str
+    stack_name: str
+    functions: dict[str, str]  # logical ID -> function name
+
+
+def template_functions(template: Path) -> list[str]:
+    """The logical IDs of the template's functions (what `invoke` takes), sorted."""
+    if not template.is_file():
+        raise UsageError(f"{PROG}: no template {template} (-t or LOCALCLOUD_TEMPLATE names another)")
+    resources = yaml_parse(template.read_text()).get("Resources", {})
+    return sorted(name for name, resource in resources.items() if resource.get("Type") in FUNCTION_TYPES)
+
+
+def _sample_events(template: Path, logical_id: str) -> list[str]:
+    """The template's sample events of a function, by this project's naming: RegisterTokenFunction ->
+    events/register_token.*.json."""
+    stem = re.sub(r"(?<!^)(?=[A-Z])", "_", logical_id.removesuffix("Function")).lower()
+    folder = template.parent / "events"
+    return sorted(path.name for path in folder.glob(f"{stem}.*.json")) if folder.is_dir() else []
+
+
+def _functions_epilog(template: Path) -> str:
+    if not template.is_file():
+        return f"(no template {template}: no functions to list; -t or LOCALCLOUD_TEMPLATE names another)"
+    try:
+        functions = template_functions(template)
+    except Exception as exc:  # noqa: BLE001 - help still prints, saying why it lists no function
+        return f"(no functions listed: {template}: {_one_line(exc)})"
+    if not functions:
+        return f"{template} declares no function."
+    width = max(len(name) for name in functions)
+    lines = [f"functions of {template} (FUNCTION= of make invoke), with their sample events (-e, EVENT=):"]
+    for name in functions:
+        events = _sample_events(template, name)
+        if len(events) > 1:
+            samples = f"events/{events[0].partition('.')[0]}.*.json ({len(events)})"
+        else:
+            samples = "".join(f"events/{event}" for event in events)
+        lines.append(f"  {name:<{width}}  {samples}".rstrip())
+    return "\n".join(lines)
+
+
+def _close_names(name: str, names: list[str]) -> str:
+    """'; did you mean X?' for the names close to `name` (case, and the common "Function" suffix, aside), else ''."""
+
+    def stem(text: str) -> str:
+        lower = text.lower()
+        return lower[: lower.find("func")] if "func" in lower else lower
+
+    by_stem = {stem(candidate): candidate for candidate in names}
+    wanted = stem(name)
+    if wanted in by_stem:
+        close = [wanted]
+    else:
+        close = difflib.get_close_matches(wanted, list(by_stem), n=3, cutoff=0.6)
+        close += [s for s in by_stem if wanted and wanted in s and s not in close][: 3 - len(close)]
+    return f"; did you mean {' or '.join(by_stem[c] for c in close)}?" if close else ""
+
+
+def _unknown_function(name: str, names: list[str], where: str) -> UsageError:
+    return UsageError(
+        f"{PROG} invoke: no function {name!r} in {where}{_close_names(name, names)} "
+        f"(`{PROG} invoke --help` lists its {len(names)} functions)"
+    )
+
+
+def _read_event(source: str | None) -> Any:
+    """The event of `-e`: a JSON file, '-' for stdin, {} without one."""
+    if source is None:
+        return {}
+    where = "stdin" if source == "-" else f"event file {source}"
+    try:
+        text = sys.stdin.read() if source == "-" else Path(source).read_text()
+    except OSError as exc:
+        raise UsageError(f"{PROG} invoke: {where}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{PROG} invoke: {where} is not JSON: {exc}") from exc
+
+
+def _client(service: str, endpoint: str, region: str, read_timeout: float, attempts: int) -> Any:
+    """A boto3 client on an offline cloud's endpoint (which accepts any credentials: these are no one's)."""
+    return boto3.client(  # type: ignore[call-overload]
+        service,
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id="localcloud",
+        aws_secret_access_key="localcloud",  # noqa: S106 - the offline cloud takes any credential
+        config=Config(
+            connect_timeout=2, read_timeout=read_timeout, retries={"mode": "standard", "total_max_attempts": attempts}
+        ),
+    )
+
+
+def find_running_cloud(endpoint: str, stack_name: str, region: str) -> RunningCloud | str:
+    """The offline cloud at `endpoint` if one serves `stack_name` there, else why not (for the one line that says
+    a fresh cloud is deployed instead)."""
+    address = urlsplit(endpoint)
+    if not address.hostname:
+        raise UsageError(f"{PROG} invoke: {endpoint!r} is not an endpoint URL (http://host:port)")
+    try:
+        socket.create_connection((address.hostname, address.port or 80), timeout=2).close()
+    except OSError:
+        return f"no offline cloud at {endpoint}"
+    cloudformation = _client("cloudformation", endpoint, region, read_timeout=30, attempts=1)
+    functions = {}
+    try:
+        for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack_name):
+            for resource in page["StackResourceSummaries"]:
+                if resource["ResourceType"] == "AWS::Lambda::Function":
+                    functions[resource["LogicalResourceId"]] = resource["PhysicalResourceId"]
+    except ClientError:
+        return f"{endpoint} answers but holds no stack {stack_name}"
+    except BotoCoreError as exc:
+        return f"{endpoint} answers but not as an offline cloud ({exc})"
+    return RunningCloud(endpoint, stack_name, functions)
+
+
+def invoke_running(cloud: RunningCloud, logical_id: str, event: Any, region: str) -> tuple[Any, bool]:
+    """Lambda's Invoke on the running cloud, which runs it in that cloud's workers: the response, or Lambda's error
+    payload and True if the invocation failed. Throttled invocations are tried again (as boto3 does)."""
+    if logical_id not in cloud.functions:
+        raise _unknown_function(
+            logical_id, sorted(cloud.functions), f"the running offline cloud's stack {cloud.stack_name}"
+        )
+    lambda_ = _client("lambda", cloud.endpoint, region, read_timeout=INVOKE_READ_TIMEOUT_SECONDS, attempts=4)
+    answer = lambda_.invoke(FunctionName=cloud.functions[logical_id], Payload=json.dumps(event).encode())
+    payload = answer["Payload"].read()
+    return (json.loads(payload) if payload else None), "FunctionError" in answer
+
+
 def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
-    """`sam local invoke` without Docker: the function's built artifact, in a worker, against the offline cloud.
-    The response goes to stdout, the function's logs to stderr; a function error exits 1."""
+    """`sam local invoke` without Docker, in a fresh offline cloud: the function's built artifact, in a worker. The
+    response goes to stdout, the function's logs to stderr; a function error exits 1."""
     from localcloud.demo import route_logs
 
+    functions = template_functions(config.template)
+    if logical_id not in functions:  # before a deploy, not after it
+        raise _unknown_function(logical_id, functions, str(config.template))
     clock = Clock(config.speedup)
     config, simulated = _simulated_services(config, clock)
     cloud = LocalCloud(config, clock)
@@ -127,9 +305,50 @@ def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     with cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
+        deployed = sorted(r.logical_id for r in cloud.stack.of_type("AWS::Lambda::Function"))
+        if logical_id not in deployed:  # a function behind a condition the parameters left false
+            raise UsageError(
+                f"{PROG} invoke: {logical_id} is in {config.template} but not deployed with these parameters "
+                f"(its Condition is false; --parameter-overrides sets them)"
+            )
         response, failed = cloud.invoke_function(logical_id, event)
-    print(json.dumps(response))
+    print(json.dumps(response), flush=True)
     return 1 if failed else 0
+
+
+def invoke_command(args: argparse.Namespace, config: CloudConfig, endpoint: str) -> int:
+    """`invoke`: against the running offline cloud when one serves the stack at the endpoint (LOCALCLOUD_HOST and
+    LOCALCLOUD_AWS_PORT, or --endpoint), as `sam local invoke` runs against the account; else in a fresh one. One
+    line on stderr says which."""
+    event = _read_event(args.event)
+    name = args.function_identifier
+    if not args.fresh:
+        found = find_running_cloud(endpoint, config.stack_name, config.region)
+        if isinstance(found, RunningCloud):
+            if args.parameter_overrides:
+                raise UsageError(
+                    f"{PROG} invoke: --parameter-overrides needs a fresh cloud (--fresh); the running offline cloud "
+                    f"at {endpoint} was deployed with its own"
+                )
+            if name in found.functions:
+                _say(
+                    f"invoking {name} on the running offline cloud at {endpoint} (stack {found.stack_name}: its "
+                    "tables, its waiting tasks, the code it started with; the function's log lines print there)"
+                )
+            response, failed = invoke_running(found, name, event, config.region)
+            print(json.dumps(response), flush=True)
+            return 1 if failed else 0
+        if args.endpoint:
+            raise UsageError(f"{PROG} invoke: --endpoint {endpoint}: {found}")
+        reason = f"{found}: "
+    else:
+        reason = "--fresh: "
+    if name in template_functions(config.template):
+        _say(
+            f"{reason}invoking {name} in a fresh offline cloud deployed for this invocation (empty tables, no "
+            "waiting tasks; run `make local` in another terminal to invoke against it)"
+        )
+    return invoke(config, name, event)
 
 
 def _parameter_overrides(text: str) -> dict[str, str]:
@@ -140,50 +359,149 @@ def _parameter_overrides(text: str) -> dict[str, str]:
             key, _, value = item.removeprefix("ParameterKey=").partition(",ParameterValue=")
         else:
             key, _, value = item.partition("=")
+        if not key or "=" not in item:
+            raise UsageError(f"{PROG} invoke: --parameter-overrides: {item!r} is not Key=Value")
         overrides[key] = value
     return overrides
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localcloud", description=__doc__)
-    parser.add_argument("--verbose", action="store_true")
-    commands = parser.add_subparsers(dest="command", required=True)
+def _ports_free(config: CloudConfig) -> None:
+    """A port the cloud would serve on that another process holds (a `make local` already running) is bad input."""
+    for port, variable in ((config.aws_port, "LOCALCLOUD_AWS_PORT"), (config.http_port, "LOCALCLOUD_HTTP_PORT")):
+        if not port:
+            continue
+        with socket.socket() as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            try:
+                probe.bind((config.host, port))
+            except OSError as exc:
+                why = "is in use (is a `make local` running?)" if exc.errno == errno.EADDRINUSE else exc.strerror
+                raise UsageError(f"{PROG}: port {port} on {config.host} {why}; {variable} picks another") from exc
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line: its first line of text, with its class name where the text alone says little."""
+    text = str(exc).strip()
+    if isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    first = text.splitlines()[0] if text else ""
+    if isinstance(exc, OSError) and exc.strerror:
+        first = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    more = " (--verbose for the rest)" if len(text.splitlines()) > 1 else ""
+    return f"{type(exc).__name__}: {first}{more}" if first else type(exc).__name__
+
+
+def _build_parser(argv: list[str]) -> _Parser:
+    # The template whose functions `invoke --help` lists: -t's, else LOCALCLOUD_TEMPLATE's, else template.yaml.
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("-t", "--template")
+    template = Path(pre.parse_known_args(argv)[0].template or os.environ.get("LOCALCLOUD_TEMPLATE", "template.yaml"))
+
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--verbose", action="store_true", default=argparse.SUPPRESS, help="the offline cloud's logs; tracebacks"
+    )
+    parser = _Parser(
+        prog=PROG,
+        description=__doc__,
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"`{PROG} invoke --help` lists the functions.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,demo,invoke}")
     for name, description in (("serve", "the offline cloud until Ctrl-C"), ("demo", "every workflow end to end")):
-        command = commands.add_parser(name, help=description)
+        command = commands.add_parser(name, help=description, description=description, parents=[common])
         command.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
         command.add_argument(
             "--speedup", type=float, help="clock speed-up for schedules, simulated jobs and Step Functions timers"
         )
-    invoker = commands.add_parser("invoke", help="invoke one function's built artifact, as `sam local invoke`")
-    invoker.add_argument("function_identifier", help="the function's logical ID in the template")
+    running = "LOCALCLOUD_HOST and LOCALCLOUD_AWS_PORT: http://127.0.0.1:4566 by default"
+    invoker = commands.add_parser(
+        "invoke",
+        help="invoke one function, as `sam local invoke`",
+        parents=[common],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="\n".join(
+            textwrap.wrap(
+                "Invoke one function and print its response (JSON) on stdout, nothing else; a function error exits 1. "
+                f"It runs on the offline cloud `make local` is running ({running}): that cloud's tables and waiting "
+                "tasks, as `sam local invoke` runs against the account. Without one, a fresh cloud is deployed for the "
+                "one invocation. One line on stderr says which.",
+                width=118,
+            )
+        ),
+        epilog=_functions_epilog(template),
+    )
+    invoker.add_argument("function_identifier", metavar="FUNCTION", help="the function's logical ID in the template")
     invoker.add_argument("-e", "--event", help="JSON file with the event ('-' for stdin; default: {})")
     invoker.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
-    invoker.add_argument("--parameter-overrides", default="", help="Key=Value ... (as `sam local invoke`)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s")
+    invoker.add_argument("--endpoint", help=f"the running offline cloud's AWS endpoint (default: {running})")
+    invoker.add_argument("--fresh", action="store_true", help="always deploy a fresh cloud for the invocation")
+    invoker.add_argument(
+        "--parameter-overrides", default="", help="Key=Value ... (as `sam local invoke`; a fresh cloud's)"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return 130
+    except UsageError as exc:
+        _say(str(exc))
+        return 2
+    except Exception as exc:
+        if "--verbose" in argv:
+            raise
+        command = next((arg for arg in argv if arg in ("serve", "demo", "invoke")), "")
+        _say(f"{f'{PROG} {command}'.rstrip()}: {_one_line(exc)}")
+        return 1
+
+
+def _main(argv: list[str]) -> int:
+    args = _build_parser(argv).parse_args(argv)
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
     overrides: dict[str, Any] = {}
     if args.template:
         overrides["template"] = Path(args.template)
     if getattr(args, "speedup", None):
         overrides["speedup"] = args.speedup
-    if args.command == "invoke":
-        overrides.update(aws_port=0, http_port=0, echo_function_logs=True)
-        overrides["parameters"] = _parameter_overrides(args.parameter_overrides)
-        source = sys.stdin.read() if args.event == "-" else Path(args.event).read_text() if args.event else "{}"
-        return invoke(CloudConfig.from_env(**overrides), args.function_identifier, json.loads(source))
-    if args.command == "demo":
-        # The demo runs beside a `make local` that may hold the default ports.
-        overrides.setdefault("aws_port", 0)
-        overrides.setdefault("http_port", 0)
-        overrides.setdefault("speedup", 60.0)
-        # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once; re-check
-        # exports every two seconds.
-        overrides["parameters"] = {
-            "LogLevel": "WARN",
-            "ReconcileAfterSeconds": "0",
-            "ExportRecheckDelaySeconds": "2",
-        }
-    config = CloudConfig.from_env(**overrides)
+    for variable, kind in (("LOCALCLOUD_AWS_PORT", int), ("LOCALCLOUD_HTTP_PORT", int), ("LOCALCLOUD_SPEEDUP", float)):
+        try:
+            kind(os.environ.get(variable, "1"))
+        except ValueError as exc:
+            raise UsageError(f"{PROG} {args.command}: {variable}={os.environ[variable]!r} is not a number") from exc
+    try:
+        if args.command == "invoke":
+            overrides.update(aws_port=0, http_port=0, echo_function_logs=True)
+            overrides["parameters"] = _parameter_overrides(args.parameter_overrides)
+            running = CloudConfig.from_env()  # where a running cloud serves: LOCALCLOUD_HOST, LOCALCLOUD_AWS_PORT
+            endpoint = args.endpoint or f"http://{running.host}:{running.aws_port}"
+            return invoke_command(args, CloudConfig.from_env(**overrides), endpoint)
+        if args.command == "demo":
+            # The demo runs beside a `make local` that may hold the default ports.
+            overrides.setdefault("aws_port", 0)
+            overrides.setdefault("http_port", 0)
+            overrides.setdefault("speedup", 60.0)
+            # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once; re-check
+            # exports every two seconds.
+            overrides["parameters"] = {
+                "LogLevel": "WARN",
+                "ReconcileAfterSeconds": "0",
+                "ExportRecheckDelaySeconds": "2",
+            }
+        config = CloudConfig.from_env(**overrides)
+    except ValueError as exc:  # a LOCALCLOUD_* setting out of its range
+        raise UsageError(f"{PROG} {args.command}: {exc}") from exc
+    template_functions(config.template)  # a missing template is one line
+    _ports_free(config)
     if args.command == "serve":
         config = replace(config, parameters={**_on_the_wall_clock(config), **config.parameters})
     return serve(config) if args.command == "serve" else demo(config)
