@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract chaos demo local preflight deploy redrive scan clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract bench-recovery chaos demo local preflight deploy redrive scan clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -66,6 +66,9 @@ invoke:
 	@$(MAKE) --no-print-directory install >&2
 	@$(PY) -m localcloud invoke $(FUNCTION) $(if $(EVENT),-e $(EVENT))
 
+# The reports import the functions' code (src/) as the tests do (pyproject's pythonpath).
+bench bench-concurrency bench-extract bench-recovery chaos: export PYTHONPATH := src
+
 # The design's numbers on the offline cloud (P1-P5 and HTTP in tests/bench/bench.py): docs/performance.md, .aws-sam/bench/.
 # A report, not a test; SIZES=500,1000,2000,5000 by default.
 bench: install
@@ -77,6 +80,11 @@ bench-concurrency: install
 # 200 documents in 4 batches under a BDA quota of 5: peak jobs, refusals, efficiency; callback vs polling per document.
 bench-extract: install
 	$(PY) -m tests.bench.extract
+
+# A burst of BURST lost completion events (100 by default), tasks waiting with HEARTBEAT real seconds (6): timeouts
+# and recovery time (docs/callback.md, "Under pressure"; .aws-sam/bench/recovery.json).
+bench-recovery: install
+	$(PY) -m tests.bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT))
 
 # Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
 # events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).

@@ -13,6 +13,9 @@ Gap 22, moto's request routing: a service model's `operation_model` caches botoc
 replaces it with moto's under the same cache key, so a thread routing the service's first requests at the same time
 could be handed botocore's, which has no `http_trait` (the call failed with "'OperationModel' object has no
 attribute 'http_trait'": a Task state FAILED with States.Runtime).
+Speed, moto's request routing again: a service's model, pagination model and request router are built on its first
+request and kept in caches that build without a lock, so every request that came before the first build ended built
+them again (`built_once`).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from moto.core.model import ServiceModel
+from moto.core.routing import ServiceOperationRouter
 from moto.dynamodb.models import DynamoDBBackend
 from moto.events.models import EventsBackend
 
@@ -50,6 +54,7 @@ OPERATIONS: dict[type, tuple[str, ...]] = {
         "delete_event_bus",
     ),
     ServiceModel: ("operation_model",),  # one model per service, shared by every request routed to it
+    ServiceOperationRouter: ("_get_router",),  # a service's router per protocol, built on the first request
 }
 _locks_guard = threading.Lock()
 
@@ -77,3 +82,20 @@ def serialised(
 
     operation.__localcloud_original__ = getattr(original, "__localcloud_original__", original)  # type: ignore[attr-defined]
     return operation
+
+
+def built_once[T](build: Callable[..., T]) -> Callable[..., T]:
+    """`build` run once per argument however many threads call it at once (where a cache such as moto's builds
+    without a lock): the first caller builds under a lock, the others wait for what it built."""
+    built: dict[tuple[Any, ...], T] = {}
+    building = threading.Lock()
+
+    @functools.wraps(build)
+    def once(*args: Any) -> T:
+        if args not in built:
+            with building:
+                if args not in built:
+                    built[args] = build(*args)
+        return built[args]
+
+    return once

@@ -9,9 +9,10 @@ nothing else, see `runtime_python`) running localcloud/lambda_bootstrap.py over 
 with the function's own Environment plus Lambda's reserved variables, and AWS_ENDPOINT_URL pointing at the offline
 cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
 - a worker serves one invocation at a time and stays warm for the next; concurrent invocations start more workers
-  (cold starts, one at a time per function: see FunctionPool) up to the function's ReservedConcurrentExecutions or
-  the account limit, beyond which a synchronous invoke is throttled (TooManyRequestsException, 429) and an
-  asynchronous one waits for a free worker;
+  (cold starts: one for each invocation that finds none free, as many at once as the machine has cores, see
+  FunctionPool) up to the function's ReservedConcurrentExecutions or the account limit, beyond which a synchronous
+  invoke is throttled (TooManyRequestsException, 429) and an asynchronous one waits for a free worker; here a pool
+  also stops growing at ENVIRONMENTS_PER_CORE per core of the machine, where further invocations wait for a worker;
 - the handler is imported once per worker (init); an import error is `Runtime.ImportModuleError`;
 - Timeout kills the worker (`Sandbox.Timedout`), MemorySize is a limit on the worker's resident memory
   (`Runtime.OutOfMemory`), a worker that exits mid-invocation is `Runtime.ExitError`;
@@ -59,6 +60,10 @@ LOG = logging.getLogger("localcloud.lambda")
 BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
 ACCOUNT_CONCURRENCY = 1000  # Lambda's default account limit of concurrent executions per Region
 INIT_LIMIT_SECONDS = 10.0  # Lambda's limit on a function's init phase
+# How many environments a function's pool grows to per core of the machine (Lambda: one per concurrent invocation, up
+# to the function's limit). An environment takes ~60 MB, and beyond a few per core more of them only share the cores,
+# and their inits take CPU the cloud's own process needs.
+ENVIRONMENTS_PER_CORE = 4
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 LogSink = Callable[[str, str], None]  # (function name, log line)
@@ -338,19 +343,31 @@ class Worker:
 class FunctionPool:
     """The execution environments of one function: warm workers are reused, more start up to `limit`.
 
-    An invocation that finds no idle worker starts one and takes whichever worker is free first, the new one or one
-    a finished invocation gives back. One environment of a function starts at a time: Lambda gives each environment
-    a CPU of its own, here they all share the machine's few cores, where a burst of cold starts would cost seconds
-    of CPU and a warm worker frees up every few milliseconds. A failed init is reported to one waiting invocation,
-    as Lambda reports it to the invocation that started the environment."""
+    As on Lambda, an invocation that finds no free environment has one started for it, so a pool grows to the largest
+    burst it met; the invocation takes whichever worker is free first, the one started for it or one a finished
+    invocation gives back, and the other stays warm for the next burst. Here the pool stops growing at `most`
+    environments, and starts them `starts_at_once` at a time (Lambda gives each environment a CPU of its own; here
+    they share the machine's few cores, where more would only take memory and more inits at once would only share
+    the cores). A failed init is reported to one waiting invocation, as Lambda reports it to the invocation that
+    started the environment."""
 
-    def __init__(self, spec: FunctionSpec, limit: int, start_worker: Callable[[FunctionSpec], Worker]) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        limit: int,
+        start_worker: Callable[[FunctionSpec], Worker],
+        starts_at_once: int = 1,
+        most: int | None = None,
+    ) -> None:
         self.spec = spec
         self.limit = limit
+        self.most = min(limit, most or limit)
+        self.starts_at_once = starts_at_once
         self._start_worker = start_worker
         self._idle: list[Worker] = []
         self._count = 0  # idle + busy + starting
         self._starting = 0
+        self._owed = 0  # environments due to invocations that found none free, not started yet
         self._waiting = 0
         self._failed_inits: deque[Exception] = deque()
         self._freed = threading.Condition()
@@ -374,6 +391,12 @@ class FunctionPool:
         with self._freed:
             return self._count - len(self._idle)
 
+    @property
+    def starting(self) -> int:
+        """Environments starting, or due to start, now."""
+        with self._freed:
+            return self._starting + self._owed
+
     def _acquire(self, wait: bool) -> Worker:
         # A new invocation takes an idle worker only if one is left over for those already waiting: a worker freed or
         # started while they wait is theirs (a later invocation of a function at its limit is throttled instead).
@@ -386,12 +409,13 @@ class FunctionPool:
                     return self._idle.pop()
                 if self._failed_inits:
                     raise self._failed_inits.popleft()
-                if self._count < self.limit and not self._starting:
-                    self._count += 1
-                    self._starting += 1
-                    self.cold_starts += 1
-                    threading.Thread(target=self._start, name=f"init-{self.spec.name}", daemon=True).start()
-                elif self._count >= self.limit and not wait and self._starting <= self._waiting:
+                # As on Lambda, an invocation that finds no free environment is due one; so is one waiting for which
+                # none is coming (the worker it waited for ended)
+                coming = len(self._idle) + self._starting + self._owed
+                if (arriving or self._waiting + 1 > coming) and self._count + self._owed < self.most:
+                    self._owed += 1
+                    self._start_owed()
+                if self._count >= self.limit and not wait and self._starting <= self._waiting:
                     # every worker is busy or starting for an invocation already waiting for it
                     raise Throttled(f"Rate Exceeded. {self.spec.name} is at its concurrency limit of {self.limit}")
                 self._waiting += 1
@@ -401,6 +425,15 @@ class FunctionPool:
                 finally:
                     self._waiting -= 1
 
+    def _start_owed(self) -> None:
+        """Start the environments due, `starts_at_once` at a time (called holding the pool's lock)."""
+        while self._owed and self._starting < self.starts_at_once and not self._stopped:
+            self._owed -= 1
+            self._count += 1
+            self._starting += 1
+            self.cold_starts += 1
+            threading.Thread(target=self._start, name=f"init-{self.spec.name}", daemon=True).start()
+
     def _start(self) -> None:
         try:
             worker = self._start_worker(self.spec)  # the init runs here, and may fail
@@ -409,19 +442,21 @@ class FunctionPool:
                 self._count -= 1
                 self._starting -= 1
                 self._failed_inits.append(exc)
+                self._start_owed()
                 self._freed.notify()
             return
-        with self._freed:
-            self._starting -= 1
-        self._release(worker)
+        self._release(worker, started=True)
 
-    def _release(self, worker: Worker) -> None:
+    def _release(self, worker: Worker, started: bool = False) -> None:
         with self._freed:
             keep = worker.alive and not self._stopped
             if keep:
                 self._idle.append(worker)
             else:
                 self._count -= 1
+            if started:
+                self._starting -= 1
+                self._start_owed()
             self._freed.notify()
         if not keep:
             worker.kill()
@@ -456,7 +491,8 @@ class LambdaRuntime:
         self._pools: dict[str, FunctionPool] = {}
         self._pools_lock = threading.Lock()
         self._pending: set[threading.Thread] = set()
-        self._init_slots = threading.BoundedSemaphore(os.cpu_count() or 2)
+        self.cores = os.cpu_count() or 2
+        self._init_slots = threading.BoundedSemaphore(self.cores)
 
     # --- wiring into moto -------------------------------------------------------------------------------------
     def moto_invoke(self) -> Callable[..., bytes]:
@@ -561,19 +597,27 @@ class LambdaRuntime:
         pool = self._pools.get(function_name)
         return pool.in_flight if pool else 0
 
+    def starting(self) -> int:
+        """How many environments, of every function, are starting or due to start now."""
+        with self._pools_lock:
+            pools = list(self._pools.values())
+        return sum(pool.starting for pool in pools)
+
     # --- workers ------------------------------------------------------------------------------------------------
     def _pool(self, fn: LambdaFunction) -> FunctionPool:
         with self._pools_lock:
             pool = self._pools.get(fn.function_name)
             if pool is None:
                 code_dir = (self.root / fn.code["S3Key"]).resolve()
-                spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}), self._layers(fn))
+                spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}), self.layers(fn))
                 reserved = fn.reserved_concurrency  # ReservedConcurrentExecutions, as CloudFormation or the API set it
                 limit = self.account_concurrency if reserved is None else int(reserved)
-                pool = self._pools[fn.function_name] = FunctionPool(spec, limit, self._start_worker)
+                pool = self._pools[fn.function_name] = FunctionPool(
+                    spec, limit, self._start_worker, self.cores, ENVIRONMENTS_PER_CORE * self.cores
+                )
             return pool
 
-    def _layers(self, fn: LambdaFunction) -> tuple[Path, ...]:
+    def layers(self, fn: LambdaFunction) -> tuple[Path, ...]:
         """The built directories of the function's layers (`sam build` puts each one's content beside the packages)."""
         backend = get_backend(fn.account_id, fn.region)
         return tuple(

@@ -18,6 +18,8 @@ from typing import Any
 
 import moto.cloudformation.parsing
 import moto.core.responses
+import moto.core.routing
+import moto.core.utils
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -27,12 +29,14 @@ from moto.cloudformation.parsing import ResourceMap
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.exceptions import JsonRESTError, ServiceException
 from moto.core.model import ServiceModel
+from moto.core.routing import ServiceOperationRouter
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.path import result_path
+from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
@@ -165,6 +169,7 @@ STEP_FUNCTIONS = (
     Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gaps 10, 28"),
     Patch(BranchWorker, "_thread_routine", sfn._branch_routine, "gap 13"),
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn._evaluation_entrypoint, "speed"),
+    Patch(Program, "eval", sfn._program_eval, "speed"),
     Patch(StateMachine, "_handle_name_input_idempotency", sfn._name_idempotency, "speed"),
 )
 
@@ -218,8 +223,29 @@ def events_atomic() -> list[Patch]:
     ]
 
 
+# moto's builders of a service's model, pagination model and request router (caches that build without a lock), and
+# the modules that imported each by name.
+_MOTO_BUILDERS = {
+    "get_service_model": moto.core.utils.get_service_model,
+    "get_pagination_model": moto.core.utils.get_pagination_model,
+    "get_service_router": moto.core.routing.get_service_router,
+}
+_IMPORTED_BY = {
+    moto.core.utils: ("get_service_model", "get_pagination_model"),
+    moto.core.routing: ("get_service_model", "get_service_router"),
+    moto.core.responses: ("get_service_model", "get_pagination_model", "get_service_router"),
+}
+
+
 def routing_atomic() -> list[Patch]:
-    return [Patch(ServiceModel, "operation_model", atomic.serialised(ServiceModel, "operation_model"), "gap 22")]
+    """A service's operation models (gap 22), and its model, pagination model and request router, each built once
+    however many of its first requests come at once (speed)."""
+    once = {name: atomic.built_once(build) for name, build in _MOTO_BUILDERS.items()}
+    return [
+        Patch(ServiceModel, "operation_model", atomic.serialised(ServiceModel, "operation_model"), "gap 22"),
+        Patch(ServiceOperationRouter, "_get_router", atomic.serialised(ServiceOperationRouter, "_get_router"), "speed"),
+        *(Patch(module, name, once[name], "speed") for module, names in _IMPORTED_BY.items() for name in names),
+    ]
 
 
 def event_delivery(deliver: events.Deliver, send_to_dlq: events.SendToDlq) -> list[Patch]:

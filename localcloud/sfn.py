@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import sys
 import threading
 import time
@@ -16,7 +17,6 @@ import uuid
 import weakref
 from collections.abc import Callable
 from datetime import UTC
-from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -31,6 +31,7 @@ from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, TaskDoesNotExist, TaskTimedOut
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
@@ -57,7 +58,10 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
+from localcloud import atomic
 from localcloud.events import as_service
+
+LOG = logging.getLogger("localcloud.sfn")
 
 # Gap 1 (names): AWS names an aws-sdk integration's service after its SDK client (`bedrockdataautomationruntime`) and
 # prefixes its errors with that client's name (`BedrockDataAutomationRuntime.ServiceQuotaExceededException`); moto
@@ -75,9 +79,10 @@ SDK_ERROR_PREFIXES = {
 }
 
 
-@cache
+@atomic.built_once
 def _operation_model(service: str, snake_action: str) -> OperationModel:
-    """botocore's model of an operation, by the snake_case action name an aws-sdk Task state's resource gives."""
+    """botocore's model of an operation, by the snake_case action name an aws-sdk Task state's resource gives (built
+    once: a burst of first tasks of an action does not load the service's model once each)."""
     model = botocore.session.get_session().get_service_model(service)
     names = {xform_name(name): name for name in model.operation_names}
     return model.operation_model(names[snake_action])
@@ -355,6 +360,29 @@ def _branch_routine(self: BranchWorker) -> None:
             raise
     finally:
         self._branch_worker_comm.on_terminated(env=self.env)
+
+
+# --- a program without TimeoutSeconds on its caller's thread (scale) ---------------------------------------------
+_original_program_eval = Program.eval
+
+
+def _program_eval(self: Program, env: Environment) -> None:
+    """moto evaluates every program (an execution's, a Parallel branch's) on a thread of its own, which its caller's
+    thread joins for at most the program's TimeoutSeconds. Without TimeoutSeconds the caller only waits for it, so
+    such a program runs on the caller's thread: a thread less for every execution and every branch, the whole time
+    it runs or waits. What would have ended the program's thread with an exception is logged, as that thread's end
+    was, and the caller goes on."""
+    if self.timeout_seconds is not None:
+        _original_program_eval(self, env)
+        return
+    env.next_state_name = self.start_at.start_at_name
+    try:
+        EvalComponent.eval(self, env)  # what moto's thread runs
+    except Exception:
+        LOG.exception(
+            "a program of execution %s ended with an exception",
+            env.states.context_object.context_object_data["Execution"]["Id"],
+        )
 
 
 # --- one parse per definition (scale) ----------------------------------------------------------------------------

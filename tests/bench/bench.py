@@ -1,15 +1,23 @@
 """`make bench`: the design's numbers, measured on the offline cloud in one run.
 
-    python -m tests.bench.bench [--sizes 500,1000,2000,5000] [--quick] [--p1-only]
+    python -m tests.bench.bench [--sizes 1000,2000,5000] [--quick] [--p1-only]
 
-P1  state transitions, Lambda invocations and service calls per async job: callback vs a polling loop (Wait 30 s ->
-    DescribeTextTranslationJob -> Choice) on the same engine, for jobs of 1, 15 and 60 minutes (simulated time);
-P2  resume latency (completion event put -> the waiting task closed), p50/p95/p99, sequential and 20 / 100 in flight;
-P3  cold start of the packaged handler of every function the bench deploys (the export is off there) on the clean
-    runtime interpreter / a bare `import boto3` (medians of runs that alternate the two), with the top import costs
-    of the slowest;
-P4  N callback jobs at once: wall time, lost, duplicated, peak RSS, peak threads, time(2N)/time(N);
-P5  cost per 1,000 jobs on AWS from the P1 counts and the public prices in PRICES;
+P1  state transitions, Lambda invocations and service calls per async job, whole workflows (the job started, waited
+    for, ended): callback (StartJob -> WaitForJob -> Done) vs a polling loop (StartJob -> Wait 30 s ->
+    DescribeTextTranslationJob -> Choice ... -> Done) on the same engine, for jobs of 1, 15 and 60 minutes (simulated
+    time), with the waiting state's (or loop's) share;
+P2  resume latency (completion event put -> the waiting task closed), p50/p95/p99 and its segments, for 1, 20 and 100
+    resumes that overlap: that many jobs wait at once and their completions are put together, round after round, once
+    the resume function's environments are warm;
+P3  cold start of the packaged handler of every function the bench deploys (the export is off there): its package
+    and its layer on the path of the clean runtime interpreter, read-only, as Lambda imports it / a bare `import
+    boto3` from the layer (medians of runs that alternate the two); with the bytecode the build ships and without it;
+    with the top import costs of the slowest;
+P4  N callback jobs all waiting at once (no in-flight cap; their completions put together once every one is
+    registered): wall time, lost, duplicated, peak threads of the cloud's process, peak memory of the cloud's process
+    and of its functions' workers, time(2N)/time(N);
+P5  cost per 1,000 jobs on AWS from the P1 counts (whole workflows, the waiting share beside) and the public prices in
+    PRICES;
 HTTP 200 signed POST /task (documents tasks) from 20 clients at once: POST latency, tasks ended, the serving
     process's memory before and after.
 Results: .aws-sam/bench/results.json and docs/performance.md. A report, not a test: tests assert correctness only.
@@ -24,10 +32,11 @@ import itertools
 import json
 import os
 import platform
-import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -48,7 +57,15 @@ from localcloud.demo import SignedClient, route_logs, seed_documents
 from localcloud.lambdas import FunctionSpec, runtime_python
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
-from tests.bench.callbacks import SEGMENTS, JobsResult, resume_segments, run_jobs, waiting_machine
+from tests.bench.callbacks import (
+    SEGMENTS,
+    JobsResult,
+    function_name,
+    resume_segments,
+    run_jobs,
+    wait_for_job,
+    waiting_machine,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Public on-demand list prices, us-east-1, as read from the AWS pricing pages on 2026-11-23 (check before quoting).
@@ -114,24 +131,59 @@ def wait_ended(cloud: LocalCloud, arn: str, timeout: float = 300) -> dict[str, A
 
 
 # --- P1 ----------------------------------------------------------------------------------------------------------
-def polling_machine(cloud: LocalCloud) -> str:
-    definition = {
-        "StartAt": "Wait30",
+WAITING_STATES = {"WaitForJob", "Wait30", "Describe", "Done?"}  # what waits for the job in either workflow
+
+
+def start_job(cloud: LocalCloud, next_state: str) -> dict[str, Any]:
+    """The state that starts the job, as the documents workflow starts its translation (named after the execution,
+    in this stack's way: `<stack>.<name>`); its id at $.job.JobId."""
+    bucket = cloud.stack.outputs["DocumentBucketName"]
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::aws-sdk:translate:startTextTranslationJob",
+        "Parameters": {
+            "JobName.$": f"States.Format('{cloud.stack.name}.{{}}', $$.Execution.Name)",
+            "ClientToken.$": "$$.Execution.Name",
+            "InputDataConfig": {"S3Uri": f"s3://{bucket}/bench/in/", "ContentType": "text/plain"},
+            "OutputDataConfig": {"S3Uri": f"s3://{bucket}/bench/out/"},
+            "DataAccessRoleArn": f"arn:aws:iam::{ACCOUNT_ID}:role/translate",
+            "SourceLanguageCode": "en",
+            "TargetLanguageCodes": ["es"],
+        },
+        "ResultSelector": {"JobId.$": "$.JobId"},
+        "ResultPath": "$.job",
+        "Next": next_state,
+    }
+
+
+def p1_machines(cloud: LocalCloud) -> tuple[str, str]:
+    """The whole workflow of one job, callback and polling: the job started, waited for, ended."""
+    callback = {
+        "StartAt": "StartJob",
         "States": {
-            "Wait30": {"Type": "Wait", "SecondsPath": "$.pollSeconds", "Next": "Describe"},
+            "StartJob": start_job(cloud, "WaitForJob"),
+            "WaitForJob": {**wait_for_job(cloud, "$.job.JobId", 2 * 3600), "ResultPath": None, "Next": "Done"},
+            "Done": {"Type": "Succeed"},
+        },
+    }
+    polling = {
+        "StartAt": "StartJob",
+        "States": {
+            "StartJob": start_job(cloud, "Wait30"),
+            "Wait30": {"Type": "Wait", "Seconds": POLL_SECONDS, "Next": "Describe"},
             "Describe": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::aws-sdk:translate:describeTextTranslationJob",
-                "Parameters": {"JobId.$": "$.jobId"},
+                "Parameters": {"JobId.$": "$.job.JobId"},
                 "ResultSelector": {"status.$": "$.TextTranslationJobProperties.JobStatus"},
-                "ResultPath": "$.job",
+                "ResultPath": "$.described",
                 "Next": "Done?",
             },
             "Done?": {
                 "Type": "Choice",
                 "Choices": [
-                    {"Variable": "$.job.status", "StringEquals": "COMPLETED", "Next": "Done"},
-                    {"Variable": "$.job.status", "StringEquals": "FAILED", "Next": "Failed"},
+                    {"Variable": "$.described.status", "StringEquals": "COMPLETED", "Next": "Done"},
+                    {"Variable": "$.described.status", "StringEquals": "FAILED", "Next": "Failed"},
                 ],
                 "Default": "Wait30",
             },
@@ -139,73 +191,57 @@ def polling_machine(cloud: LocalCloud) -> str:
             "Failed": {"Type": "Fail", "Error": "Translate.FAILED"},
         },
     }
-    created = cloud.client("stepfunctions").create_state_machine(
-        name=f"callback-kit-bench-polling-{uuid.uuid4().hex[:6]}",
-        definition=json.dumps(definition),
-        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/bench",
-    )
-    return str(created["stateMachineArn"])
+    sfn, suffix = cloud.client("stepfunctions"), uuid.uuid4().hex[:6]
 
+    def create(variant: str, definition: dict[str, Any]) -> str:
+        created = sfn.create_state_machine(
+            name=f"callback-kit-bench-{variant}-{suffix}",
+            definition=json.dumps(definition),
+            roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/bench",
+        )
+        return str(created["stateMachineArn"])
 
-def start_translation(cloud: LocalCloud) -> str:
-    bucket = cloud.stack.outputs["DocumentBucketName"]
-    cloud.client("s3").put_object(Bucket=bucket, Key="bench/in/a.txt", Body=b"benchmark")
-    job = cloud.client("translate").start_text_translation_job(
-        InputDataConfig={"S3Uri": f"s3://{bucket}/bench/in/", "ContentType": "text/plain"},
-        OutputDataConfig={"S3Uri": f"s3://{bucket}/bench/out/"},
-        DataAccessRoleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/translate",
-        SourceLanguageCode="en",
-        TargetLanguageCodes=["es"],
-        ClientToken=uuid.uuid4().hex,
-    )
-    return str(job["JobId"])
+    return create("callback", callback), create("polling", polling)
 
 
 def p1_transitions(cloud: LocalCloud) -> list[dict[str, Any]]:
     """Both variants run each job length for real on the cloud's clock (SPEEDUP), the polling loop's Wait at its
     AWS value, 30 s. The schedules are off in P1's cloud: the scheduled functions' invocations are not the job's."""
-    callback, polling = waiting_machine(cloud, timeout_seconds=2 * 3600), polling_machine(cloud)
+    callback, polling = p1_machines(cloud)
+    cloud.client("s3").put_object(Bucket=cloud.stack.outputs["DocumentBucketName"], Key="bench/in/a.txt", Body=b"a")
     sfn = cloud.client("stepfunctions")
 
-    def run(machine: str, minutes: int) -> tuple[list[dict[str, Any]], Counter[str], int]:
-        cloud.add_simulator(TranslateSimulator(cloud.config.region, delay_seconds=minutes * 60, clock=cloud.clock))
-        job_id = start_translation(cloud)
+    def run(machine: str, minutes: int) -> dict[str, Any]:
+        # A polling design has no completion event (the stack's rule would resume nothing, at a cost of its own)
+        simulator = TranslateSimulator(
+            cloud.config.region, delay_seconds=minutes * 60, clock=cloud.clock, drop_events=machine == polling
+        )
+        cloud.add_simulator(simulator)
         invocations_before = invocations(cloud)
         with counted(DynamoDBBackend, ("put_item", "get_item", "update_item", "delete_item")) as ddb:
-            arn = sfn.start_execution(
-                stateMachineArn=machine, input=json.dumps({"jobId": job_id, "pollSeconds": POLL_SECONDS})
-            )["executionArn"]
+            arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
             described = wait_ended(cloud, arn)
             cloud.runtime.drain()
         assert described["status"] == "SUCCEEDED", described
-        return history(cloud, arn), ddb, invocations(cloud) - invocations_before
-
-    def entered(events: list[dict[str, Any]]) -> Counter[str]:
-        return Counter(e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered"))
+        states = Counter(
+            e["stateEnteredEventDetails"]["name"] for e in history(cloud, arn) if e["type"].endswith("StateEntered")
+        )
+        return {
+            "transitions": sum(states.values()),
+            "waiting_transitions": sum(n for state, n in states.items() if state in WAITING_STATES),
+            "lambda_invocations": invocations(cloud) - invocations_before,
+            "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
+            "dynamodb_reads": ddb["get_item"],
+            "describe_calls": states["Describe"],
+        }
 
     rows = []
     for minutes in (1, 15, 60):
-        events, ddb, invoked = run(callback, minutes)
-        callback_row = {
-            "transitions": sum(entered(events).values()),
-            "lambda_invocations": invoked,
-            "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
-            "dynamodb_reads": ddb["get_item"],
-            "events": 1,
-        }
-        events, ddb, invoked = run(polling, minutes)
-        states = entered(events)
-        polling_row = {
-            "transitions": sum(states.values()),
-            "lambda_invocations": invoked,
-            "describe_calls": states["Describe"],
-            "dynamodb_writes": ddb["put_item"] + ddb["update_item"] + ddb["delete_item"],
-            "dynamodb_reads": ddb["get_item"],
-        }
+        callback_row, polling_row = run(callback, minutes), run(polling, minutes)
         rows.append(
             {
                 "job_minutes": minutes,
-                "callback": callback_row,
+                "callback": {**callback_row, "events": 1},
                 "polling": polling_row,
                 "transitions_ratio_polling_to_callback": round(
                     polling_row["transitions"] / callback_row["transitions"]
@@ -220,19 +256,44 @@ def invocations(cloud: LocalCloud) -> int:
     return sum(" START RequestId: " in line for line in cloud.function_log.read_text().splitlines())
 
 
+def first_invocations(cloud: LocalCloud, function: str) -> int:
+    """The function's environments that have served an invocation so far: its REPORT lines with an Init Duration
+    (the first invocation of each environment's) in the function log."""
+    return sum(
+        line.startswith(f"[{function}] REPORT ") and "Init Duration" in line
+        for line in cloud.function_log.read_text().splitlines()
+    )
+
+
 # --- P2 ----------------------------------------------------------------------------------------------------------
-def p2_latency(cloud: LocalCloud, jobs: int, in_flight: int) -> dict[str, Any]:
-    """Completion event put -> the waiting task closed (TaskSucceeded in its history), for jobs whose token was
-    registered before their completion came (each job lasts 1.5-2 s, so nearly all are)."""
-    run_jobs(cloud, jobs=min(jobs, in_flight), in_flight=in_flight, early=0.0)  # warm: every environment started
-    result = JobsResult(jobs=jobs, in_flight=in_flight, seconds=0.0)
+def p2_latency(cloud: LocalCloud, overlap: int, rounds: int) -> dict[str, Any]:
+    """Completion event put -> the waiting task closed, for resumes that overlap: `overlap` jobs wait at once and
+    their completions are put together, `rounds` times over, once the resume function's environments are warm (not
+    measured): such rounds are run until one starts no environment and every environment has served an invocation.
+    On Lambda an environment serves the invocation it was started for; here an invocation takes whichever worker
+    frees first, so an environment can start for a round and serve none of it, and its first invocation (hundreds of
+    ms here: the handler builds its clients) would fall in the measured rounds. The resume function's environments
+    started, and first used, during the measured rounds are counted."""
+    resume = function_name(cloud, "ResumeJobFunction")
+    for _ in range(5):
+        cold_starts = cloud.runtime.cold_starts(resume)
+        run_jobs(cloud, jobs=overlap, in_flight=overlap, together=True)
+        while cloud.runtime.starting():
+            time.sleep(0.05)
+        if cloud.runtime.cold_starts(resume) == cold_starts == first_invocations(cloud, resume):
+            break
+    cold_starts, first_used = cloud.runtime.cold_starts(resume), first_invocations(cloud, resume)
+    result = JobsResult(jobs=overlap * rounds, in_flight=overlap, seconds=0.0)
     with resume_segments(cloud, result) as segments:
-        result = run_jobs(cloud, jobs=jobs, in_flight=in_flight, early=0.0, job_seconds=(1.5, 2.0), result=result)
+        for _ in range(rounds):
+            run_jobs(cloud, jobs=overlap, in_flight=overlap, together=True, result=result)
     return {
-        "jobs": jobs,
-        "in_flight": in_flight,
+        "overlap": overlap,
+        "jobs": result.jobs,
         "measured": len(result.resume_ms),
         "lost": result.lost,
+        "cold_starts": cloud.runtime.cold_starts(resume) - cold_starts,
+        "first_used": first_invocations(cloud, resume) - first_used,
         "p50_ms": result.percentile(0.5),
         "p95_ms": result.percentile(0.95),
         "p99_ms": result.percentile(0.99),
@@ -263,59 +324,81 @@ P3_FLOORS = {
 
 
 def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
+    """Each function's handler imported as a cold start on Lambda imports it: its package, then its layers, first on
+    the path of the runtime's interpreter, read-only (-B). Once with the bytecode the build shipped, once from a copy
+    without it (what a package without bytecode costs: every module compiled at every cold start)."""
     python = str(runtime_python())
     build = ROOT / ".aws-sam" / "build"
+    plain = Path(tempfile.mkdtemp(prefix="p3-")) / "build"  # the same packages and layers, without their bytecode
+    shutil.copytree(build, plain, ignore=shutil.ignore_patterns("__pycache__"))
 
-    environments: dict[str, dict[str, str]] = {}  # logical ID -> the process environment Lambda gives it
-
-    def once(code: str, cwd: Path, env: dict[str, str]) -> float:
+    def once(code: str, env: dict[str, str]) -> float:
         started = time.perf_counter()
-        subprocess.run([python, "-I", "-c", code], cwd=cwd, check=True, env=env)
+        subprocess.run([python, "-I", "-B", "-c", code], check=True, env=env)
         return (time.perf_counter() - started) * 1000
 
-    bare: list[float] = []  # every `import boto3`, for the figure in the title
+    def importing(root: Path, spec: FunctionSpec, statement: str) -> str:
+        """`statement` run where Lambda's runtime runs the handler's import: /var/task, then /opt's paths."""
+        package = root / spec.code_dir.name
+        layers = [root / layer.name for layer in spec.layer_dirs]
+        paths = [str(package), *(f"{layer}/python" for layer in layers)]
+        return f"import sys; sys.path[0:0] = {paths!r}\n{statement}"
 
-    def versus_boto3(code: str, cwd: Path, env: dict[str, str]) -> dict[str, float]:
-        """`code`'s median time and its ratio to a bare `import boto3`: the two alternate, so a change in the
-        machine's load falls on both sides of the ratio."""
+    bare: dict[str, list[float]] = {"bytecode": [], "none": []}  # every `import boto3` (the layer's), per build
+
+    def versus_boto3(root: Path, spec: FunctionSpec, code: str, env: dict[str, str]) -> dict[str, float]:
+        """`code`'s median time and its ratio to a bare `import boto3` from the same layer: the two alternate, so a
+        change in the machine's load falls on both sides of the ratio."""
         boto3_ms, code_ms = [], []
         for _ in range(runs):
-            boto3_ms.append(once("import boto3", build, {"AWS_DEFAULT_REGION": cloud.config.region}))
-            code_ms.append(once(f"import sys; sys.path.insert(0, '.')\n{code}", cwd, env))
-        bare.extend(boto3_ms)
+            boto3_ms.append(once(importing(root, spec, "import boto3"), env))
+            code_ms.append(once(importing(root, spec, code), env))
+        bare["bytecode" if root == build else "none"].extend(boto3_ms)
         ms = statistics.median(code_ms)
         return {"ms": round(ms), "vs_boto3": round(ms / statistics.median(boto3_ms), 2)}
 
-    rows = {}
+    rows, specs, environments = {}, {}, {}
     for resource_ in cloud.stack.of_type("AWS::Lambda::Function"):
         handler = resource_.properties["Handler"].rsplit(".", 1)[0]
-        code_dir = build / resource_.logical_id
-        spec = FunctionSpec.of(cloud.runtime.function(resource_.physical_id), code_dir, {})
+        function = cloud.runtime.function(resource_.physical_id)
+        spec = specs[resource_.logical_id] = FunctionSpec.of(
+            function, build / resource_.logical_id, {}, cloud.runtime.layers(function)
+        )
         # Lambda's environment matters: Powertools reads it at import (service name, log level, metrics namespace)
-        environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
+        env = environments[resource_.logical_id] = spec.lambda_environment(cloud.aws_endpoint, cloud.config.region)
         rows[resource_.logical_id] = {
-            **versus_boto3(f"import {handler}", code_dir, environments[resource_.logical_id]),
+            **versus_boto3(build, spec, f"import {handler}", env),
+            "without_bytecode": versus_boto3(plain, spec, f"import {handler}", env),
             "module": handler,
         }
     slowest_id, slowest = max(rows.items(), key=lambda item: item[1]["ms"])
     floors = {
-        name: versus_boto3(code, build / slowest_id, environments[slowest_id]) for name, code in P3_FLOORS.items()
+        name: versus_boto3(build, specs[slowest_id], code, environments[slowest_id]) for name, code in P3_FLOORS.items()
     }
     trace = subprocess.run(
-        [python, "-I", "-X", "importtime", "-c", f"import sys; sys.path.insert(0, '.'); import {slowest['module']}"],
-        cwd=build / slowest_id,
+        [
+            python,
+            "-I",
+            "-B",
+            "-X",
+            "importtime",
+            "-c",
+            importing(build, specs[slowest_id], "import " + slowest["module"]),
+        ],
         capture_output=True,
         text=True,
         check=True,
         env=environments[slowest_id],
     ).stderr
+    shutil.rmtree(plain.parent)
     top: Counter[str] = Counter()
     for line in trace.splitlines()[1:]:
         parts = [p.strip() for p in line.removeprefix("import time:").split("|")]
         if len(parts) == 3 and parts[2].count(".") == 0 and not parts[2].startswith(" "):
             top[parts[2]] = max(top[parts[2]], int(parts[1]))
     return {
-        "boto3_ms": round(statistics.median(bare)),
+        "boto3_ms": round(statistics.median(bare["bytecode"])),
+        "boto3_without_bytecode_ms": round(statistics.median(bare["none"])),
         "handlers": rows,
         "floors": floors,
         "slowest": slowest["module"],
@@ -325,27 +408,35 @@ def p3_cold_starts(cloud: LocalCloud, runs: int) -> dict[str, Any]:
 
 # --- P4 ----------------------------------------------------------------------------------------------------------
 def p4_scale(cloud: LocalCloud, sizes: list[int]) -> list[dict[str, Any]]:
+    """For each size N, N callback jobs all waiting at once: every execution started and registered before any
+    completion is put, then all N completions put together. Threads and memory are sampled while it runs."""
+    machine = waiting_machine(cloud, timeout_seconds=3600, name="callback-kit-bench-all-waiting")
     rows = []
     for size in sizes:
-        peak_threads = [threading.active_count()]
+        peaks = {"threads": 0, "cloud_mb": 0.0, "workers_mb": 0.0, "total_mb": 0.0}
         stop = threading.Event()
 
-        def sample(peak: list[int] = peak_threads, stop: threading.Event = stop) -> None:
-            while not stop.wait(0.2):
-                peak[0] = max(peak[0], threading.active_count())
+        def sample(peaks: dict[str, Any] = peaks, stop: threading.Event = stop) -> None:
+            while not stop.wait(0.5):
+                cloud_mb, workers_mb = memory_mb()
+                now = {"threads": threads(), "cloud_mb": cloud_mb, "workers_mb": workers_mb}
+                peaks.update({k: max(peaks[k], v) for k, v in now.items()})
+                peaks["total_mb"] = max(peaks["total_mb"], cloud_mb + workers_mb)
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         cpu_before = cpu_seconds()
-        result = run_jobs(cloud, jobs=size, in_flight=min(size, 100), seed=size, job_timeout=600)
+        result = run_jobs(cloud, jobs=size, in_flight=size, seed=size, job_timeout=1800, machine=machine, together=True)
         stop.set()
+        sampler.join()
         cpu = [(after - before) * 1000 / size for before, after in zip(cpu_before, cpu_seconds(), strict=True)]
         rows.append(
             {
                 **result.as_dict(),
                 "seconds": round(result.seconds, 1),
-                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                "peak_threads": peak_threads[0],
+                "all_waiting_seconds": round(result.all_waiting_seconds, 1),
+                "peak_threads": peaks["threads"],
+                "peak_mb": {k.removesuffix("_mb"): round(v) for k, v in peaks.items() if k.endswith("_mb")},
                 "cpu_ms_per_job": {"cloud": round(cpu[0], 1), "functions": round(cpu[1], 1)},
             }
         )
@@ -355,27 +446,52 @@ def p4_scale(cloud: LocalCloud, sizes: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def cpu_seconds() -> tuple[float, float]:
-    """CPU seconds used so far by this process (the offline cloud) and by its children (the functions' workers)."""
-    me, ticks = os.getpid(), os.sysconf("SC_CLK_TCK")
-    children = os.times().children_user + os.times().children_system  # workers already gone
+def children() -> list[int]:
+    """The process ids of this process's children: the functions' workers."""
+    me, pids = os.getpid(), []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError):
+            if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) == me:  # ppid
+                pids.append(int(pid))
+    return pids
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds used so far by this process (the offline cloud) and by its children (the functions' workers)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children_seconds = os.times().children_user + os.times().children_system  # workers already gone
+    for pid in children():
+        with contextlib.suppress(OSError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == me:  # ppid
-                children += (int(fields[11]) + int(fields[12])) / ticks
+            children_seconds += (int(fields[11]) + int(fields[12])) / ticks
     mine = os.times()
-    return mine.user + mine.system, children
+    return mine.user + mine.system, children_seconds
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """A process's resident memory now (by default this one's: the offline cloud serves from it)."""
+    with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
+        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def memory_mb() -> tuple[float, float]:
+    """Resident memory now of this process (the offline cloud) and summed over its children (the functions' workers,
+    each an execution environment with memory of its own on Lambda)."""
+    workers = 0.0
+    for pid in children():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            workers += rss_mb(pid)
+    return rss_mb(), workers
+
+
+def threads() -> int:
+    """This process's threads now (every one of them, not only those Python's threading module started)."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return int(next(line for line in status if line.startswith("Threads:")).split()[1])
 
 
 # --- HTTP --------------------------------------------------------------------------------------------------------
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "CANCELLED"}
-
-
-def rss_mb() -> float:
-    """This process's resident memory now (the offline cloud serves from it)."""
-    with open("/proc/self/statm", encoding="ascii") as statm:
-        return round(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def http_load(cloud: LocalCloud, tasks: int, clients: int, timeout: float = 600) -> dict[str, Any]:
@@ -438,25 +554,34 @@ def http_load(cloud: LocalCloud, tasks: int, clients: int, timeout: float = 600)
 
 # --- P5 ----------------------------------------------------------------------------------------------------------
 def p5_cost(p1: list[dict[str, Any]], duration_ms: float = 150.0) -> list[dict[str, Any]]:
-    """USD per 1,000 jobs on AWS, from P1's counts (Lambda billed `duration_ms` per invocation at 256 MB)."""
-    rows = []
-    for row in p1:
-        costs = {}
-        for variant in ("callback", "polling"):
-            counts = row[variant]
-            costs[variant] = round(
-                1000
-                * (
-                    counts["transitions"] * PRICES["sfn_standard_per_transition"]
-                    + counts["lambda_invocations"]
-                    * (PRICES["lambda_per_request"] + LAMBDA_GB * duration_ms / 1000 * PRICES["lambda_per_gb_second"])
-                    + counts["dynamodb_writes"] * PRICES["dynamodb_per_write_request"]
-                    + counts["dynamodb_reads"] * PRICES["dynamodb_per_read_request"]
-                ),
-                4,
-            )
-        rows.append({"job_minutes": row["job_minutes"], **{f"{k}_usd_per_1000_jobs": v for k, v in costs.items()}})
-    return rows
+    """USD per 1,000 jobs on AWS, from P1's counts (Lambda billed `duration_ms` per invocation at 256 MB): the whole
+    workflow, and its waiting share (the waiting state's or loop's transitions, with every Lambda and DynamoDB
+    call: all of them are the waiting's)."""
+
+    def usd(counts: dict[str, Any], transitions: int) -> float:
+        return round(
+            1000
+            * (
+                transitions * PRICES["sfn_standard_per_transition"]
+                + counts["lambda_invocations"]
+                * (PRICES["lambda_per_request"] + LAMBDA_GB * duration_ms / 1000 * PRICES["lambda_per_gb_second"])
+                + counts["dynamodb_writes"] * PRICES["dynamodb_per_write_request"]
+                + counts["dynamodb_reads"] * PRICES["dynamodb_per_read_request"]
+            ),
+            4,
+        )
+
+    return [
+        {
+            "job_minutes": row["job_minutes"],
+            **{
+                f"{variant}_{share}usd_per_1000_jobs": usd(row[variant], row[variant][f"{share}transitions"])
+                for variant in ("callback", "polling")
+                for share in ("", "waiting_")
+            },
+        }
+        for row in p1
+    ]
 
 
 # --- report ------------------------------------------------------------------------------------------------------
@@ -487,12 +612,13 @@ def markdown(results: dict[str, Any]) -> str:
         "Raw figures: .aws-sam/bench/results.json.",
     ]
     lines += table(
-        "P1 per async job: callback vs polling (Wait 30 s -> Describe -> Choice)"
+        "P1 per async job, whole workflows: callback (StartJob -> WaitForJob -> Done) vs polling (StartJob -> "
+        "Wait 30 s -> Describe -> Choice ... -> Done)"
         + (f" (measured again {results['p1_date']}, with P5)" if "p1_date" in results else ""),
         [
             "job",
-            "callback transitions",
-            "polling transitions",
+            "callback transitions (waiting state)",
+            "polling transitions (waiting loop)",
             "ratio",
             "callback Lambda / DynamoDB w+r / events",
             "polling Describe calls",
@@ -500,8 +626,8 @@ def markdown(results: dict[str, Any]) -> str:
         [
             [
                 f"{row['job_minutes']} min",
-                row["callback"]["transitions"],
-                row["polling"]["transitions"],
+                f"{row['callback']['transitions']} ({row['callback']['waiting_transitions']})",
+                f"{row['polling']['transitions']} ({row['polling']['waiting_transitions']})",
                 f"{row['transitions_ratio_polling_to_callback']}x",
                 f"{row['callback']['lambda_invocations']} / {row['callback']['dynamodb_writes']}+"
                 f"{row['callback']['dynamodb_reads']} / {row['callback']['events']}",
@@ -511,43 +637,53 @@ def markdown(results: dict[str, Any]) -> str:
         ],
     )
     lines += table(
-        "P2 resume latency (event put -> task closed)",
-        ["in flight", "jobs", "p50", "p95", "p99"],
-        [
-            [row["in_flight"], row["jobs"], f"{row['p50_ms']} ms", f"{row['p95_ms']} ms", f"{row['p99_ms']} ms"]
-            for row in results["p2"]
-        ],
-    )
-    lines += table(
-        "P2 segments, p50 / p99 (each from the end of the one before; the first from the event put)",
-        ["in flight", *SEGMENTS],
+        "P2 resume latency (event put -> task closed), resumes overlapping: N jobs wait at once, their N completions "
+        "put together, round after round, the resume function's environments warm",
+        ["overlapping", "jobs", "p50", "p95", "p99", "environments started / first used in the rounds"],
         [
             [
-                row["in_flight"],
-                *(f"{row['segments_ms'][s]['p50']} / {row['segments_ms'][s]['p99']} ms" for s in SEGMENTS),
+                row["overlap"],
+                row["jobs"],
+                f"{row['p50_ms']} ms",
+                f"{row['p95_ms']} ms",
+                f"{row['p99_ms']} ms",
+                f"{row['cold_starts']} / {row['first_used']}",
             ]
             for row in results["p2"]
-            if "segments_ms" in row
         ],
     )
     lines += table(
-        f"P3 cold start (import of the packaged handler) / bare `import boto3` ({p3['boto3_ms']} ms)",
-        ["function", "ms", "x boto3"],
-        [[name, row["ms"], row["vs_boto3"]] for name, row in sorted(p3["handlers"].items())]
-        + [[f"(floor) {name}", row["ms"], row["vs_boto3"]] for name, row in p3.get("floors", {}).items()],
+        "P2 segments, p50 / p99 (each from the end of the one before; the first from the event put; first AWS call: "
+        "the resume function's read of the token)",
+        ["overlapping", *SEGMENTS],
+        [
+            [row["overlap"], *(f"{row['segments_ms'][s]['p50']} / {row['segments_ms'][s]['p99']} ms" for s in SEGMENTS)]
+            for row in results["p2"]
+        ],
+    )
+    lines += table(
+        f"P3 cold start: the handler imported from its package and layer, read-only, as Lambda imports it / bare "
+        f"`import boto3` from the layer ({p3['boto3_ms']} ms; {p3['boto3_without_bytecode_ms']} ms without bytecode)",
+        ["function", "ms", "x boto3", "without bytecode: ms", "x boto3"],
+        [
+            [name, row["ms"], row["vs_boto3"], row["without_bytecode"]["ms"], row["without_bytecode"]["vs_boto3"]]
+            for name, row in sorted(p3["handlers"].items())
+        ]
+        + [[f"(floor) {name}", row["ms"], row["vs_boto3"], "", ""] for name, row in p3.get("floors", {}).items()],
     )
     top = ", ".join(f"{name} {us / 1000:.0f} ms" for name, us in p3["top_imports_us"].items())
     lines += ["", f"Top imports of {p3['slowest']} (cumulative): {top}."]
     lines += table(
-        "P4 N callback jobs (100 in flight)",
+        "P4 N callback jobs all waiting at once (no in-flight cap; the N completions put once every job is registered)",
         [
             "N",
             "seconds",
+            "of which until all waiting",
             "lost",
             "duplicated",
             "failed",
-            "peak RSS MB",
-            "peak threads",
+            "peak threads (cloud)",
+            "peak MB: cloud + workers = total",
             "time(N)/time(N/2)",
             "CPU ms per job: cloud / functions",
         ],
@@ -555,24 +691,28 @@ def markdown(results: dict[str, Any]) -> str:
             [
                 row["jobs"],
                 row["seconds"],
+                row["all_waiting_seconds"],
                 row["lost"],
                 row["duplicated"],
                 row["failed"],
-                row["peak_rss_mb"],
                 row["peak_threads"],
+                f"{row['peak_mb']['cloud']} + {row['peak_mb']['workers']} = {row['peak_mb']['total']}",
                 row.get("time_ratio_to_half", ""),
-                f"{row['cpu_ms_per_job']['cloud']} / {row['cpu_ms_per_job']['functions']}"
-                if "cpu_ms_per_job" in row
-                else "",
+                f"{row['cpu_ms_per_job']['cloud']} / {row['cpu_ms_per_job']['functions']}",
             ]
             for row in results["p4"]
         ],
     )
     lines += table(
-        f"P5 cost per 1,000 jobs on AWS (prices read {PRICES['read_on']}, us-east-1, in tests/bench/bench.py)",
-        ["job", "callback USD", "polling USD"],
+        f"P5 cost per 1,000 jobs on AWS, whole workflows (prices read {PRICES['read_on']}, us-east-1, in "
+        "tests/bench/bench.py)",
+        ["job", "callback USD (waiting state)", "polling USD (waiting loop)"],
         [
-            [f"{row['job_minutes']} min", row["callback_usd_per_1000_jobs"], row["polling_usd_per_1000_jobs"]]
+            [
+                f"{row['job_minutes']} min",
+                f"{row['callback_usd_per_1000_jobs']} ({row['callback_waiting_usd_per_1000_jobs']})",
+                f"{row['polling_usd_per_1000_jobs']} ({row['polling_waiting_usd_per_1000_jobs']})",
+            ]
             for row in results["p5"]
         ],
     )
@@ -595,7 +735,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.bench.bench", description=__doc__)
-    parser.add_argument("--sizes", default="500,1000,2000,5000", help="P4's job counts")
+    parser.add_argument("--sizes", default="1000,2000,5000", help="P4's job counts")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the bench itself")
     parser.add_argument(
         "--p1-only", action="store_true", help="measure P1 (and P5, its prices) again into the last run's results"
@@ -642,8 +782,8 @@ def main(argv: list[str] | None = None) -> int:
         print("P2 resume latency", flush=True)
         scale = 0.2 if args.quick else 1.0
         results["p2"] = [
-            p2_latency(cloud, jobs=int(jobs * scale), in_flight=in_flight)
-            for jobs, in_flight in ((50, 1), (200, 20), (500, 100))
+            p2_latency(cloud, overlap=overlap, rounds=max(1, int(rounds * scale)))
+            for overlap, rounds in ((1, 50), (20, 10), (100, 5))
         ]
         print(f"P4 scale {sizes}", flush=True)
         results["p4"] = p4_scale(cloud, sizes)

@@ -10,6 +10,7 @@ closed twice: a Retry's attempts are closed once each).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from moto.dynamodb.models import DynamoDBBackend
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from localcloud.account import ACCOUNT_ID
@@ -31,6 +33,7 @@ from localcloud.cloud import LocalCloud
 from localcloud.events import as_service
 from localcloud.lambdas import Worker
 from localcloud.simulators.translate import TranslateSimulator
+from shared.callback.tokens import job_key
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
 INPUT, OUTPUT = "s3://callback-jobs-input/documents/", "s3://callback-jobs-output/translations/"
@@ -48,6 +51,7 @@ class JobsResult:
     duplicated: int = 0
     dead_letters: int = 0
     early: int = 0  # jobs whose completion was put before their registration
+    all_waiting_seconds: float = 0.0  # a run `together`: from its first start until every job was waiting
     failures: list[str] = field(default_factory=list)  # error names of failed executions
     ends: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # job id -> (execution status, error)
     put_at: dict[str, datetime] = field(default_factory=dict)  # job id -> when its completion was put
@@ -64,44 +68,51 @@ class JobsResult:
         return round(ordered[min(len(ordered) - 1, int(p * len(ordered)))], 1) if ordered else float("nan")
 
 
+def function_name(cloud: LocalCloud, logical_id: str) -> str:
+    """The physical name of the stack's function `logical_id`."""
+    return next(r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == logical_id)
+
+
+def wait_for_job(
+    cloud: LocalCloud, job_id_path: str, timeout_seconds: int, retry: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The task state that waits for a job's callback, as the stack's workflows wait: RegisterTokenFunction stores
+    its token under the job id read at `job_id_path`, for `timeout_seconds` on the cloud's clock, the registration
+    retried as `retry` says (an ASL Retry; default none)."""
+    return {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+        "Parameters": {
+            "FunctionName": function_name(cloud, "RegisterTokenFunction"),
+            "Payload": {
+                "service": "translate",
+                "jobId.$": job_id_path,
+                "taskToken.$": "$$.Task.Token",
+                "executionArn.$": "$$.Execution.Id",
+                "stateName.$": "$$.State.Name",
+                "stateEnteredTime.$": "$$.State.EnteredTime",
+                "retryCount.$": "$$.State.RetryCount",
+            },
+        },
+        "TimeoutSeconds": timeout_seconds,
+        **({"Retry": retry} if retry else {}),
+    }
+
+
 def waiting_machine(
     cloud: LocalCloud,
     timeout_seconds: int | None = None,
     name: str = WAITING_MACHINE,
     retry: list[dict[str, Any]] | None = None,
 ) -> str:
-    """A state machine with one task that waits for its job's callback (created once per cloud and name), for
-    `timeout_seconds` on the cloud's clock (default: ten real minutes at the cloud's speed-up), retrying the
-    registration as `retry` says (an ASL Retry; default none)."""
+    """A state machine with one task that waits for the callback of the job in its input (created once per cloud and
+    name): `wait_for_job` for `timeout_seconds` (default: ten real minutes at the cloud's speed-up)."""
     sfn = cloud.client("stepfunctions")
     for machine in sfn.list_state_machines()["stateMachines"]:
         if machine["name"] == name:
             return str(machine["stateMachineArn"])
-    register = next(r for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "RegisterTokenFunction")
-    definition = {
-        "StartAt": "WaitForJob",
-        "States": {
-            "WaitForJob": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
-                "Parameters": {
-                    "FunctionName": register.physical_id,
-                    "Payload": {
-                        "service": "translate",
-                        "jobId.$": "$.jobId",
-                        "taskToken.$": "$$.Task.Token",
-                        "executionArn.$": "$$.Execution.Id",
-                        "stateName.$": "$$.State.Name",
-                        "stateEnteredTime.$": "$$.State.EnteredTime",
-                        "retryCount.$": "$$.State.RetryCount",
-                    },
-                },
-                "TimeoutSeconds": timeout_seconds or round(600 * cloud.clock.speedup),
-                **({"Retry": retry} if retry else {}),
-                "End": True,
-            }
-        },
-    }
+    waiting = wait_for_job(cloud, "$.jobId", timeout_seconds or round(600 * cloud.clock.speedup), retry)
+    definition = {"StartAt": "WaitForJob", "States": {"WaitForJob": {**waiting, "End": True}}}
     created = sfn.create_state_machine(
         name=name,
         definition=json.dumps(definition),
@@ -172,25 +183,23 @@ def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
         raise RuntimeError(f"the completion of job {job_id} was refused: {answer['Entries']}")
 
 
-SEGMENTS = ("rule matched", "Lambda started", "SendTaskSuccess", "next state")
+SEGMENTS = ("rule matched", "Lambda started", "first AWS call", "SendTaskSuccess", "next state")
 
 
 @contextmanager
 def resume_segments(cloud: LocalCloud, result: JobsResult) -> Iterator[dict[str, list[float]]]:
     """Time each resume of the jobs run meanwhile, segment by segment, in ms: completion put -> rule matched (the
-    resume function's asynchronous invocation queued) -> Lambda started (a worker took the event) -> SendTaskSuccess
-    called -> next state (TaskSucceeded in the execution's history), filled in as run_jobs
-    accounts for each job. Probes wrap the offline cloud's own seams; they are removed on exit."""
-    resume = next(
-        r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "ResumeJobFunction"
-    )
-    register = next(
-        r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == "RegisterTokenFunction"
-    )
+    resume function's asynchronous invocation queued) -> Lambda started (a worker took the event) -> first AWS call
+    (the resume function's read of the job's token reached DynamoDB) -> SendTaskSuccess called -> next state
+    (TaskSucceeded in the execution's history), filled in as run_jobs accounts for each job. Probes wrap the offline
+    cloud's own seams; they are removed on exit."""
+    resume, register = function_name(cloud, "ResumeJobFunction"), function_name(cloud, "RegisterTokenFunction")
     times: dict[str, dict[str, float]] = {}  # job id -> segment end -> epoch seconds
     token_job: dict[str, str] = {}
+    read_at: dict[str, float] = {}  # token table key -> its first read since the resume function started
     runtime, invoke_async = cloud.runtime, cloud.runtime.invoke_async
     worker_invoke, send_success = Worker.invoke, StepFunctionsParserBackend.send_task_success
+    get_item = DynamoDBBackend.get_item
 
     def queued(name_or_arn: str, event: Any) -> None:
         if name_or_arn.endswith(resume) and isinstance(event, dict):
@@ -199,10 +208,17 @@ def resume_segments(cloud: LocalCloud, result: JobsResult) -> Iterator[dict[str,
 
     def invoked(worker: Worker, event: Any, request_id: str, function_arn: str) -> Any:
         if worker.spec.name == resume:
-            times.setdefault(str(event.get("detail", {}).get("jobId")), {})["Lambda started"] = time.time()
+            job_id = str(event.get("detail", {}).get("jobId"))
+            times.setdefault(job_id, {})["Lambda started"] = time.time()
+            read_at.pop(job_key("translate", job_id), None)
         elif worker.spec.name == register:
             token_job[event.get("taskToken", "")] = str(event.get("jobId"))
         return worker_invoke(worker, event, request_id, function_arn)
+
+    def read(backend: DynamoDBBackend, table_name: str, keys: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        for value in keys.values():  # as the request has it: {"jobKey": {"S": "translate#<job id>"}}
+            read_at.setdefault(str(next(iter(value.values()))), time.time())
+        return get_item(backend, table_name, keys, *args, **kwargs)
 
     def sent(backend: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
         if task_token in token_job:
@@ -212,19 +228,41 @@ def resume_segments(cloud: LocalCloud, result: JobsResult) -> Iterator[dict[str,
     segments: dict[str, list[float]] = {name: [] for name in SEGMENTS}
     runtime.invoke_async = queued  # type: ignore[method-assign]
     Worker.invoke = invoked  # type: ignore[method-assign]
+    DynamoDBBackend.get_item = read  # type: ignore[method-assign]
     StepFunctionsParserBackend.send_task_success = sent  # type: ignore[method-assign]
     try:
         yield segments
     finally:
         del runtime.invoke_async
         Worker.invoke = worker_invoke  # type: ignore[method-assign]
+        DynamoDBBackend.get_item = get_item  # type: ignore[method-assign]
         StepFunctionsParserBackend.send_task_success = send_success  # type: ignore[method-assign]
     for job_id, closed in result.closed_at.items():
-        marks = times.get(job_id, {})
+        marks = times.get(job_id, {}) | {"first AWS call": read_at.get(job_key("translate", job_id))}
         moments = [result.put_at[job_id].timestamp(), *(marks.get(name) for name in SEGMENTS[:-1]), closed]
         if None not in moments:
             for name, (before, after) in zip(SEGMENTS, itertools.pairwise(moments), strict=True):
                 segments[name].append((after - before) * 1000)  # type: ignore[operator]
+
+
+@contextmanager
+def registrations(cloud: LocalCloud) -> Iterator[set[str]]:
+    """The ids of the jobs whose registration (RegisterTokenFunction's invocation) has answered, while the block
+    runs: a probe on the offline cloud's Lambda runtime, removed on exit."""
+    register, runtime = function_name(cloud, "RegisterTokenFunction"), cloud.runtime
+    invoke, registered = runtime.invoke, set()
+
+    def registering(name_or_arn: str, event: Any, wait: bool = False) -> Any:
+        answer = invoke(name_or_arn, event, wait)
+        if name_or_arn.endswith(register):
+            registered.add(str(event.get("jobId")))
+        return answer
+
+    runtime.invoke = registering  # type: ignore[method-assign]
+    try:
+        yield registered
+    finally:
+        del runtime.invoke
 
 
 def run_jobs(
@@ -240,16 +278,19 @@ def run_jobs(
     new_job: Callable[[], str] | None = None,
     complete_job: Callable[[str], None] | None = None,
     after_ends: Callable[[], None] = lambda: None,
+    together: bool = False,
 ) -> JobsResult:
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
     Each job (its id from `new_job`; default: a Translate job of the stack in a simulated Translate, TranslateJobs)
     runs an execution of `machine` (default: `waiting_machine`). Its completion is put (by `complete_job`, default
     `complete`) `job_seconds` (a random span) after its start, except for a fraction `early` put at once (racing the
-    registration). Ends are watched through the executions' status change events,
-    which a rule sends to a queue, so the harness itself adds little load however many jobs are in flight. Once every
-    execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then each job is
-    accounted from its execution's history."""
+    registration). With `together` instead (`early` and `job_seconds` unused), every completion is held until every
+    job of the run is registered (all of them waiting at once), then all are put at once, as when N services' jobs
+    end together. Ends are watched through the executions' status change events, which a rule sends to a queue, so
+    the harness itself adds little load however many jobs are in flight. Once every execution has ended (or timed
+    out after `job_timeout` real seconds), `after_ends` runs; then each job is accounted from its execution's
+    history."""
     machine = machine or waiting_machine(cloud)
     new_job = new_job or TranslateJobs(cloud, delay_seconds=math.inf, drop_events=True).new
     complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
@@ -305,26 +346,45 @@ def run_jobs(
 
         return run
 
+    def put_once_all_wait(registered: set[str]) -> None:
+        """Once every held job is registered (or its execution has ended, or `job_timeout` has passed), put every
+        held completion."""
+        deadline, pending = time.monotonic() + job_timeout, dict(holding)
+        while pending and time.monotonic() < deadline and not failed:
+            time.sleep(0.05)
+            with lock:
+                pending = {job: arn for job, arn in pending.items() if job not in registered and arn not in ended}
+        result.all_waiting_seconds = time.monotonic() - started
+        with lock:
+            due.extend((0.0, job_id) for job_id in holding)
+
     helpers = [threading.Thread(target=guarded(complete_when_due)), threading.Thread(target=guarded(watch_ends))]
     for helper in helpers:
         helper.start()
+    holding: dict[str, str] = {}  # job id -> execution ARN: completions put together once all are waiting
     started = time.monotonic()
-    for _ in range(jobs):
-        while not slots.acquire(timeout=1.0):
+    with registrations(cloud) if together else contextlib.nullcontext(set()) as registered:
+        for _ in range(jobs):
+            while not slots.acquire(timeout=1.0):
+                if failed:
+                    break
             if failed:
                 break
-        if failed:
-            break
-        job_id = new_job()
-        arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
-        wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
-        with lock:
-            if arn["executionArn"] in ended:  # ended before it was counted in
-                slots.release()
-            else:
-                running[arn["executionArn"]] = time.monotonic() + job_timeout
-            due.append((time.monotonic() + wait, job_id))
-        executions.append(arn["executionArn"])
+            job_id = new_job()
+            arn = sfn.start_execution(stateMachineArn=machine, name=job_id, input=json.dumps({"jobId": job_id}))
+            with lock:
+                if arn["executionArn"] in ended:  # ended before it was counted in
+                    slots.release()
+                else:
+                    running[arn["executionArn"]] = time.monotonic() + job_timeout
+                if together:
+                    holding[job_id] = arn["executionArn"]
+                else:
+                    wait = 0.0 if rng.random() < early else rng.uniform(*job_seconds)
+                    due.append((time.monotonic() + wait, job_id))
+            executions.append(arn["executionArn"])
+        if together:
+            put_once_all_wait(registered)
     done.set()
     for helper in helpers:
         helper.join()

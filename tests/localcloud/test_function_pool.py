@@ -64,6 +64,63 @@ def test_an_invocation_takes_the_warm_worker_freed_while_its_cold_start_is_still
     first.join(timeout=10)
 
 
+def _burst(invocations: int, starts_at_once: int, most: int) -> tuple[int, int]:
+    """A burst of invocations of a function with no environment yet, each held until every one has a worker; the
+    environments started, and the most whose inits ran at once (the first ones' inits held until that many run)."""
+    inits = threading.Condition()
+    active, top, inits_held = [0], [0], [True]
+    workers: list[HeldWorker] = []
+
+    def start_worker(spec: Any) -> HeldWorker:
+        with inits:
+            active[0] += 1
+            top[0] = max(top[0], active[0])
+            inits.notify_all()
+            inits.wait_for(lambda: not inits_held[0])  # the inits run until the test lets them end
+            active[0] -= 1
+            worker = HeldWorker(len(workers) + 1)
+            worker.release.clear()  # each invocation runs until the test releases it
+            workers.append(worker)
+            return worker
+
+    pool = FunctionPool(
+        SimpleNamespace(name="fn", arn="arn:fn"),  # type: ignore[arg-type]
+        limit=10,
+        start_worker=start_worker,
+        starts_at_once=starts_at_once,
+        most=most,
+    )
+    results: list[int] = []
+    burst = [threading.Thread(target=lambda: results.append(pool.invoke({}, False))) for _ in range(invocations)]
+    for invocation in burst:
+        invocation.start()
+    with inits:
+        assert inits.wait_for(lambda: active[0] == min(starts_at_once, most), timeout=10)
+        inits_held[0] = False
+        inits.notify_all()
+    wait_for(lambda: len(workers) == min(invocations, most), timeout=10, what="the environments of the burst")
+    for worker in workers:
+        worker.release.set()
+    for invocation in burst:
+        invocation.join(timeout=10)
+    assert len(results) == invocations
+    return pool.cold_starts, top[0]
+
+
+def test_a_burst_starts_an_environment_per_invocation_several_at_once() -> None:
+    # Given a function with no environment yet, allowed three starts at a time
+    # When a burst of five invocations arrives
+    # Then three environments start at once, and then the other two: each invocation had one started for it
+    assert _burst(invocations=5, starts_at_once=3, most=10) == (5, 3)
+
+
+def test_a_burst_larger_than_the_pool_may_grow_waits_for_the_environments_there_are() -> None:
+    # Given a function whose pool grows to two environments here
+    # When a burst of five invocations arrives
+    # Then two environments start, and all five invocations are served by them
+    assert _burst(invocations=5, starts_at_once=3, most=2) == (2, 2)
+
+
 def test_an_invocation_waiting_for_a_worker_fails_when_the_cloud_stops() -> None:
     init = threading.Event()
 

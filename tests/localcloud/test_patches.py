@@ -6,15 +6,24 @@ import gc
 import io
 import itertools
 import json
+import threading
+import time
 import zipfile
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import boto3
+import moto.core.responses
+import moto.core.routing
+import moto.core.utils
 import pytest
 from botocore.parsers import ResponseParserError
 from moto import mock_aws
 from moto.awslambda_simple.models import LambdaSimpleBackend
+from moto.core.request import Request
+from moto.core.routing import RestRouter
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
@@ -82,6 +91,58 @@ def test_a_set_with_an_attribute_moto_no_longer_has_is_refused_whole() -> None:
     # And nothing of it stays installed
     assert EventsBackend.put_events is moto_put_events
     assert not hasattr(Rule, "send_to_every_target")
+
+
+# --- speed: a service's model and request router built once -----------------------------------------------------------
+def _route_first_requests_at_once(patched: bool, requests: int = 16) -> tuple[list[str], int, int]:
+    """`requests` Lambda Invoke requests routed at once, each the first since moto's caches were emptied, with moto's
+    model loading slowed so that they overlap: each one's operation, how many times Lambda's model was loaded and how
+    many REST routers were built."""
+    loads, routers = Counter[str](), Counter[str]()
+    load, rest_router_init = moto.core.utils._load_service_model, RestRouter.__init__
+
+    def slow_load(service: str, model: str) -> Any:
+        loads[f"{service}/{model}"] += 1
+        time.sleep(0.05)
+        return load(service, model)
+
+    def counted_router(router: RestRouter, service_model: Any) -> None:
+        routers[service_model.service_name] += 1
+        rest_router_init(router, service_model)
+
+    request = Request.from_primitives(
+        "POST", "http://localhost:4566/2015-03-31/functions/fn/invocations", {"Content-Type": "application/json"}, b"{}"
+    )
+    start = threading.Barrier(requests)
+
+    def route(_: int) -> str:
+        start.wait()
+        operation, _ = moto.core.responses.get_service_router("lambda").match(request)
+        return str(operation.name)
+
+    for cached in (moto.core.utils.get_service_model, moto.core.routing.get_service_router):
+        cached.cache_clear()  # type: ignore[attr-defined]
+    with pytest.MonkeyPatch.context() as mp, patches.Patches(patches.routing_atomic() if patched else []):
+        mp.setattr(moto.core.utils, "_load_service_model", slow_load)
+        mp.setattr(RestRouter, "__init__", counted_router)
+        with ThreadPoolExecutor(requests) as pool:
+            operations = list(pool.map(route, range(requests)))
+    return operations, loads["lambda/service-2"], routers["lambda"]
+
+
+def test_moto_alone_builds_a_services_model_and_router_once_per_first_request() -> None:
+    operations, model_loads, router_builds = _route_first_requests_at_once(patched=False)
+    assert operations == ["Invoke"] * 16
+    assert model_loads > 1 and router_builds > 1
+
+
+def test_a_burst_of_first_requests_builds_the_services_model_and_router_once() -> None:
+    # Given moto with nothing of Lambda's routing built yet
+    # When 16 requests to Lambda are routed at once
+    operations, model_loads, router_builds = _route_first_requests_at_once(patched=True)
+    # Then every one is routed, on a model loaded once and a router built once
+    assert operations == ["Invoke"] * 16
+    assert (model_loads, router_builds) == (1, 1)
 
 
 # --- speed: a table's query reads one partition ----------------------------------------------------------------------

@@ -351,6 +351,22 @@ def scenario_finished_threads(executions: int = 10) -> dict[str, Any]:
     return {"statuses": statuses, "branches_run": 2 * executions, "kept": kept() - before}
 
 
+def scenario_waiting_threads(executions: int = 10) -> dict[str, Any]:
+    """Speed: how many threads executions hold while each waits for its callback (a program without TimeoutSeconds,
+    a task with it)."""
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    tokens = sqs.create_queue(QueueName="waiting-tokens")["QueueUrl"]
+    machine = _state_machine(sfn, "Waiting", _wait_for_token_states(tokens, timeout_s=30), "Wait")
+    before, arns, waiting = set(threading.enumerate()), [], 0
+    for n in range(executions):  # one at a time: unpatched moto starts Task states unsafely on several threads
+        arns.append(sfn.start_execution(stateMachineArn=machine, name=f"wait-{n}")["executionArn"])
+        waiting += _receive_body(sqs, tokens, within_s=5) is not None  # its token sent: its task is at its wait
+    threads = sum(thread.is_alive() for thread in set(threading.enumerate()) - before)
+    for arn in arns:
+        sfn.stop_execution(executionArn=arn)
+    return {"waiting": waiting, "threads": threads}
+
+
 def scenario_fix_targets() -> dict[str, Any]:
     """Where the fixes hook in, as pristine moto defines it: defining function and parameter names per target."""
     from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
@@ -405,6 +421,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "start_time": scenario_start_time,
     "finished_threads": scenario_finished_threads,
     "status_change_events": scenario_status_change_events,
+    "waiting_threads": scenario_waiting_threads,  # last: unpatched, its executions wait on past their stop
 }
 
 
@@ -624,6 +641,14 @@ def test_gap23_patched_finished_threads_are_freed(patched: None) -> None:
     assert result["kept"] == 0, result
 
 
+def test_an_execution_waiting_for_its_callback_holds_two_threads(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When 10 executions wait for their callbacks
+    result = scenario_waiting_threads()
+    # Then each holds its own thread and its task's, not a third for its program
+    assert result == {"waiting": 10, "threads": 20}
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Without the fix: what pristine moto does today (the probe); a failure here means moto changed underneath
 # ----------------------------------------------------------------------------------------------------------------
@@ -718,6 +743,10 @@ def test_gap23_unpatched_moto_keeps_every_finished_thread(unpatched: UnpatchedPr
     # Then every branch's finished thread is still in memory (moto's TMP_THREADS list holds it)
     assert result["statuses"] == ["SUCCEEDED"] * 10
     assert result["kept"] == result["branches_run"], result
+
+
+def test_unpatched_moto_holds_three_threads_per_execution_waiting_for_its_callback(unpatched: UnpatchedProbe) -> None:
+    assert unpatched.result("waiting_threads") == {"waiting": 10, "threads": 30}
 
 
 def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: UnpatchedProbe) -> None:

@@ -1,0 +1,162 @@
+"""Recovery from a burst of lost completion events: how long the reconciler takes to resume N jobs whose events were
+all lost at once, and whether any of them times out first.
+
+    python -m tests.bench.recovery --jobs 100 --heartbeat 6     # or: make bench-recovery BURST=100 HEARTBEAT=6
+
+The run has an offline cloud of its own (the template as deployed, the scheduled ReconcileJobsFunction every real
+second, ReconcileAfterSeconds 0). N executions of tests/bench/callbacks.py's minimal waiting workflow start at once,
+each waiting with HeartbeatSeconds (`--heartbeat` real seconds) and registering it, as the documents workflow does;
+each one's Translate job (the simulator) has ended at once and its event is lost. Only the reconciler can resume
+them, within one heartbeat window of each task's start, or the task times out (States.Timeout, which the real
+workflows turn into `Translate.Timeout`) although its job had finished.
+
+Reported: timeouts (the target is 0), executions still waiting, resumed twice, the burst's recovery time (first start
+to last task closed) and each job's wait after its task started (p50, p99, max), and the reconciler's dead letters.
+One summary line is printed; everything is written to .aws-sam/bench/recovery.json. docs/callback.md has the
+capacity this measures against.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.demo import route_logs
+from tests.bench.bench import machine
+from tests.bench.callbacks import CLOSES, TranslateJobs, run_jobs, waiting_machine
+from tests.bench.chaos import registration_retry
+
+ROOT = Path(__file__).resolve().parents[2]
+OUT = ROOT / ".aws-sam" / "bench"
+RECOVERY_MACHINE = "callback-kit-recovery-waiting"
+SPEEDUP = 60.0  # the reconciler's schedule (one simulated minute) fires every real second
+PARAMETERS = {"ReconcileSchedule": "rate(1 minute)", "ReconcileAfterSeconds": "0", "LogLevel": "WARNING"}
+TIMEOUTS = ("States.Timeout", "States.HeartbeatTimeout")
+
+
+@dataclass
+class RecoveryResult:
+    jobs: int
+    heartbeat_seconds: float  # real seconds
+    timeouts: int = 0  # finished jobs whose task timed out before the reconciler resumed it
+    resumed: int = 0
+    waiting: int = 0  # executions still running when the run gave up on them
+    duplicated: int = 0
+    dead_letters: int = 0
+    recovery_seconds: float = math.nan  # first execution started -> last task closed
+    wait_seconds: dict[str, float] = field(default_factory=dict)  # task started -> closed: p50, p99, max
+    load: dict[str, list[float]] = field(default_factory=dict)  # the machine's load average before and after
+
+    def summary(self) -> str:
+        waits = " ".join(f"{name}={seconds:.2f}" for name, seconds in self.wait_seconds.items())
+        return (
+            f"recovery jobs={self.jobs} heartbeat={self.heartbeat_seconds:g}s | timeouts={self.timeouts} "
+            f"resumed={self.resumed} waiting={self.waiting} duplicated={self.duplicated} dlq={self.dead_letters} "
+            f"| recovered in {self.recovery_seconds:.1f}s, wait after task start: {waits}"
+        )
+
+
+def recovery_config(**overrides: Any) -> CloudConfig:
+    """The offline cloud of a recovery run: the template, the reconciler every real second."""
+    values: dict[str, Any] = {
+        "template": ROOT / "template.yaml",
+        "stack_name": "recovery",
+        "aws_port": 0,
+        "http_port": 0,
+        "speedup": SPEEDUP,
+        "parameters": PARAMETERS,
+        "async_retry_delay_seconds": 0.1,
+    }
+    return CloudConfig(**(values | overrides))
+
+
+def heartbeat_machine(cloud: LocalCloud, heartbeat_seconds: float) -> str:
+    """callbacks.py's waiting workflow (with the documents workflow's registration Retry), its task waiting with
+    HeartbeatSeconds (on the cloud's clock) and registering them, as the documents workflow's tasks do."""
+    sfn = cloud.client("stepfunctions")
+    base = waiting_machine(cloud, name=f"{RECOVERY_MACHINE}-base", retry=registration_retry())
+    definition = json.loads(sfn.describe_state_machine(stateMachineArn=base)["definition"])
+    task = definition["States"]["WaitForJob"]
+    task["HeartbeatSeconds"] = round(heartbeat_seconds * cloud.clock.speedup)
+    task["Parameters"]["Payload"]["heartbeatSeconds"] = task["HeartbeatSeconds"]
+    created = sfn.create_state_machine(
+        name=RECOVERY_MACHINE,
+        definition=json.dumps(definition),
+        roleArn=sfn.describe_state_machine(stateMachineArn=base)["roleArn"],
+    )
+    return str(created["stateMachineArn"])
+
+
+def run_recovery(cloud: LocalCloud, jobs: int, heartbeat_seconds: float) -> RecoveryResult:
+    """Start `jobs` executions at once whose jobs have ended with their events lost; account how they ended."""
+    result = RecoveryResult(jobs=jobs, heartbeat_seconds=heartbeat_seconds, load={"before": list(os.getloadavg())})
+    translate_jobs = TranslateJobs(cloud, delay_seconds=0, drop_events=True)  # ended at once, every event lost
+    machine_arn = heartbeat_machine(cloud, heartbeat_seconds)
+    accounted = run_jobs(
+        cloud,
+        jobs,
+        in_flight=jobs,
+        job_timeout=3 * heartbeat_seconds + 60,
+        early=0.0,
+        job_seconds=(0.0, 0.0),
+        machine=machine_arn,
+        new_job=translate_jobs.new,
+        complete_job=lambda job_id: None,  # the event is lost
+    )
+    result.waiting, result.duplicated, result.dead_letters = (
+        accounted.lost,
+        accounted.duplicated,
+        accounted.dead_letters,
+    )
+    result.timeouts = sum(status == "FAILED" and error in TIMEOUTS for status, error in accounted.ends.values())
+    result.resumed = sum(status == "SUCCEEDED" for status, _ in accounted.ends.values())
+    sfn = cloud.client("stepfunctions")
+    started, closed, waits = [], [], []
+    for page in sfn.get_paginator("list_executions").paginate(stateMachineArn=machine_arn):
+        for execution in page["executions"]:
+            events = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+            began = next((e["timestamp"] for e in events if e["type"] == "TaskStarted"), None)
+            ends = [e["timestamp"] for e in events if e["type"] in CLOSES]
+            started.append(execution["startDate"])
+            if began and ends:
+                closed.append(ends[-1])
+                waits.append((ends[-1] - began).total_seconds())
+    if closed:
+        result.recovery_seconds = round((max(closed) - min(started)).total_seconds(), 2)
+    waits.sort()
+    if waits:
+        percentile = {"p50": 0.5, "p99": 0.99, "max": 1.0}
+        result.wait_seconds = {
+            k: round(waits[min(len(waits) - 1, int(p * len(waits)))], 2) for k, p in percentile.items()
+        }
+    result.load["after"] = list(os.getloadavg())
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--heartbeat", type=float, default=6.0, help="HeartbeatSeconds, in real seconds")
+    parser.add_argument(
+        "--out", type=Path, default=OUT / "recovery.json", help="the JSON report (the functions' log beside)"
+    )
+    args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    log = args.out.with_name("recovery-functions.log")
+    log.write_text("")  # this run's logs only
+    route_logs(log)
+    with LocalCloud(recovery_config(function_log=log)) as cloud:
+        result = run_recovery(cloud, args.jobs, args.heartbeat)
+    print(result.summary(), flush=True)
+    args.out.write_text(json.dumps({"machine": machine()} | asdict(result), indent=2))
+    return int(result.timeouts > 0 or result.waiting > 0 or result.duplicated > 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
