@@ -792,11 +792,17 @@ def main(argv: list[str] | None = None) -> int:
     return report(results, out)
 
 
+KEPT = "<!-- Below this line: written by hand; make bench replaces only what is above it. -->"
+
+
 def report(results: dict[str, Any], out: Path) -> int:
-    """Write results.json and docs/performance.md; 1 if a job was lost or duplicated, or a task never ended."""
+    """Write results.json and docs/performance.md's figures (what follows its KEPT line stays); 1 if a job was lost or
+    duplicated, or a task never ended."""
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
     text = markdown(results)
-    (ROOT / "docs" / "performance.md").write_text(text)
+    page = ROOT / "docs" / "performance.md"
+    _, marker, kept = page.read_text().partition(KEPT) if page.exists() else ("", "", "")
+    page.write_text(f"{text.rstrip()}\n\n{marker}{kept}" if marker else text)
     print(text)
     lost = sum(row["lost"] + row["duplicated"] for row in results["p4"])
     return 1 if lost or results["http"]["not_ended"] else 0
