@@ -87,7 +87,8 @@ def _fitting(profile: account.AccountProfile) -> dict[str, str]:
 def serve(config: CloudConfig) -> int:
     """The offline cloud until Ctrl-C: function logs on stderr (prefixed with the function's name) and in the log
     file, moto's and werkzeug's only in the file; sample documents seeded for the README's documents task."""
-    from localcloud.demo import DOCUMENTS, route_logs, seed_documents
+    from localcloud.client import route_logs
+    from tools.demo import DOCUMENTS, seed_documents  # the app's sample documents, wired in by its command line
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -110,7 +111,8 @@ def serve(config: CloudConfig) -> int:
 def demo(config: CloudConfig) -> int:
     """Every workflow end to end, showing only progress and a summary: the functions' logs, moto's, werkzeug's and
     warnings go to a log file of the demo's own (emptied first, apart from a `make local`'s), whose path it prints."""
-    from localcloud.demo import route_logs, run_all
+    from localcloud.client import route_logs
+    from tools.demo import run_all  # the app's demo (tools/demo.py), wired in by the emulator's command line
 
     log_file = config.function_log or log_path(config.template, f"{config.stack_name}-demo")
     log_file.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +295,7 @@ def invoke_running(cloud: RunningCloud, logical_id: str, event: Any, region: str
 def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     """`sam local invoke` without Docker, in a fresh offline cloud: the function's built artifact, in a worker. The
     response goes to stdout, the function's logs to stderr; a function error exits 1."""
-    from localcloud.demo import route_logs
+    from localcloud.client import route_logs
 
     functions = template_functions(config.template)
     if logical_id not in functions:  # before a deploy, not after it

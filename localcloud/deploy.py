@@ -30,6 +30,7 @@ from samtranslator.translator.transform import transform
 from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.account import ACCOUNT_ID, Account, MacieAlreadyEnabledError
+from localcloud.moto_state import parsed_resource
 from localcloud.regions import missing_integrations, not_recognized
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
@@ -258,8 +259,6 @@ def unsubscribe(stack: Stack, region: str) -> None:
 
 
 def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource]:
-    from localcloud import patches  # here: patches imports this module (through localcloud.lambdas)
-
     stack = cloudformation_backends[ACCOUNT_ID][region].stacks[stack_id]
     resource_map = stack.resource_map
     resources = []
@@ -267,7 +266,7 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
         condition = resource.get("Condition")
         if condition and not resource_map.lazy_condition_map[condition]:
             continue  # not created, as CloudFormation skips a resource whose condition is false
-        parsed = patches.parsed_resource(resource_map, logical_id)
+        parsed = parsed_resource(resource_map, logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
         properties = clean_json(resource.get("Properties", {}), resource_map)
         policy = resource.get("DeletionPolicy", "Delete")

@@ -25,7 +25,6 @@ from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation import cloudformation_backends
 from moto.cloudformation.custom_model import CustomModel
-from moto.cloudformation.parsing import ResourceMap
 from moto.cloudformation.responses import CloudFormationResponse
 from moto.core.exceptions import JsonRESTError, ServiceException
 from moto.core.model import ServiceModel
@@ -362,16 +361,3 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             *custom_resources(runtime.invoke_async, lambda: runtime.endpoint),
         ]
     )
-
-
-# --- moto's private state, read for the rest of the offline cloud ---------------------------------------------------
-def parsed_resource(resource_map: ResourceMap, logical_id: str) -> Any:
-    """The resource moto's CloudFormation made for `logical_id`, if any: reads `ResourceMap._parsed_resources`, as
-    the map's public lookup creates a resource it has not made yet (and raises for one it never will)."""
-    return resource_map._parsed_resources.get(logical_id)
-
-
-def callback_endpoints(pool: CallbackPoolManager) -> list[CallbackEndpoint]:
-    """The callback endpoints of an execution's pool: reads `CallbackPoolManager._pool`, which moto lists nowhere,
-    for StopExecution to wake every waiting task (gap 4)."""
-    return list(pool._pool.values())

@@ -60,6 +60,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 
 from localcloud import atomic
 from localcloud.events import as_service
+from localcloud.moto_state import callback_endpoints
 
 LOG = logging.getLogger("localcloud.sfn")
 
@@ -148,13 +149,11 @@ def _stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str |
 
     Also: the worker thread creates `env` only once it runs; a StopExecution in the first milliseconds of an
     execution found `env` None and failed with an AttributeError (a 500). Wait for it, as AWS has no such window."""
-    from localcloud import patches  # here: patches imports this module
-
     deadline = time.monotonic() + 5
     while self.env is None and time.monotonic() < deadline:
         time.sleep(0.005)
     _original_stop(self, stop_date, error, cause)
-    for endpoint in patches.callback_endpoints(self.env.callback_pool_manager):
+    for endpoint in callback_endpoints(self.env.callback_pool_manager):
         endpoint.interrupt_all()
 
 

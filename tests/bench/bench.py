@@ -52,8 +52,8 @@ from typing import Any
 from moto.dynamodb.models import DynamoDBBackend
 
 from localcloud.account import ACCOUNT_ID
+from localcloud.client import SignedClient, route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import SignedClient, route_logs, seed_documents
 from localcloud.lambdas import FunctionSpec, runtime_python
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
@@ -66,6 +66,7 @@ from tests.bench.callbacks import (
     wait_for_job,
     waiting_machine,
 )
+from tools.demo import seed_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 # Public on-demand list prices, us-east-1, as read from the AWS pricing pages on 2026-11-23 (check before quoting).

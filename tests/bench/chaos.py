@@ -36,8 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import route_logs
 from localcloud.lambda_faults import KINDS
 from localcloud.simulators.translate import ACTIVE, EVENT_DETAIL_TYPE, EVENT_SOURCE, TranslateSimulator
 from tests.bench.bench import machine

@@ -30,8 +30,8 @@ from typing import Any
 from moto.dynamodb.responses import DynamoHandler
 from moto.stepfunctions.responses import StepFunctionResponse
 
+from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import route_logs
 from tests.bench.bench import counted, history, invocations, wait_ended
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -25,8 +25,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import route_logs
 from localcloud.simulators.bda import BdaSimulator
 from tests.bench.bench import history, invocations, wait_ended
 

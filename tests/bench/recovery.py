@@ -26,8 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import route_logs
 from tests.bench.bench import machine
 from tests.bench.callbacks import CLOSES, TranslateJobs, run_jobs, waiting_machine
 from tests.bench.chaos import registration_retry

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.client import SignedClient
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import SignedClient
 from localcloud.deploy import StackRolledBackError
 from localcloud.lambdas import FunctionSpec
 

@@ -18,8 +18,8 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from localcloud.client import wait_for_execution
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import wait_for_execution
 from localcloud.lambdas import FunctionError
 from localcloud.simulators import Simulator
 from localcloud.simulators.macie import MacieSimulator

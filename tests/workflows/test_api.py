@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
-from localcloud.demo import SignedClient
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import OTHER_CALLER

@@ -9,8 +9,8 @@ import uuid
 from typing import Any
 
 from localcloud import simulators
+from localcloud.client import wait_for_execution
 from localcloud.cloud import LocalCloud
-from localcloud.demo import wait_for_execution
 from localcloud.simulators import settle_all
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator

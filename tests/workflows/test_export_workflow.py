@@ -16,8 +16,8 @@ from moto.events.models import EventsBackend
 from moto.s3.exceptions import MissingKey
 from moto.s3.models import S3Backend
 
+from localcloud.client import wait_for_execution
 from localcloud.cloud import LocalCloud
-from localcloud.demo import wait_for_execution
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.localcloud.simulated import wait_for
 

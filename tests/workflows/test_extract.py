@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
-from localcloud.demo import SignedClient
 from localcloud.simulators.bda import BdaSimulator
 from tests.workflows.conftest import REGION
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from localcloud.__main__ import _banner
+from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
-from localcloud.demo import DOCUMENTS, SAMPLE_PREFIX, SignedClient, seed_documents
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.test_api import follow
+from tools.demo import DOCUMENTS, SAMPLE_PREFIX, seed_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from localcloud.client import wait_for_execution
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.demo import wait_for_execution
 from localcloud.lambdas import FunctionError
 from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import REGION, ROOT, SPEEDUP

@@ -13,8 +13,8 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
 
+from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
-from localcloud.demo import SignedClient
 from tests.workflows.conftest import SPEEDUP
 
 PERMITS = 3  # the template's default SemaphorePermits

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from localcloud.client import wait_for_execution
 from localcloud.cloud import LocalCloud
-from localcloud.demo import wait_for_execution
 from localcloud.deploy import Stack, StackDeleteFailedError, StackRolledBackError
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator

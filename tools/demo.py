@@ -1,4 +1,5 @@
-"""`make demo`: run every workflow of template.yaml end to end on the offline cloud, showing each step.
+"""`make demo`: run every workflow of template.yaml end to end on the offline cloud, showing each step. The app's
+demo, not the emulator's: its flows and sample documents belong to this template (`make local` seeds the documents).
 
 Each flow drives a workflow through its public surface (S3, StartExecution) with the simulated services it needs,
 prints the states as the execution passes them, checks the result a user would check, and reports PASS/FAIL.
@@ -7,47 +8,18 @@ prints the states as the execution passes them, checks the result a user would c
 from __future__ import annotations
 
 import json
-import logging
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import requests
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-
 from localcloud import simulators
+from localcloud.client import SignedClient, wait_for_execution
 from localcloud.cloud import LocalCloud
-from localcloud.httpapi import Credential
 from localcloud.simulators.bda import HIGH_QUOTA_REGIONS, BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
-
-
-def wait_for_execution(
-    cloud: LocalCloud, execution_arn: str, timeout: float = 60.0, show: bool = True
-) -> dict[str, Any]:
-    """Poll an execution until it ends, printing each state it enters; return DescribeExecution."""
-    sfn = cloud.client("stepfunctions")
-    seen = 0
-    deadline = time.monotonic() + timeout
-    while True:
-        described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
-        events = sfn.get_execution_history(executionArn=execution_arn)["events"]
-        for event in events[seen:]:
-            if show and event["type"].endswith("StateEntered"):
-                print(f"    -> {event['stateEnteredEventDetails']['name']}", flush=True)
-        seen = len(events)
-        if described["status"] != "RUNNING":
-            return described
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{execution_arn} still RUNNING after {timeout:.0f}s")
-        time.sleep(0.2)
-
 
 DOCUMENTS = {
     "welcome.txt": "Welcome to callback-kit.",
@@ -65,22 +37,6 @@ def seed_documents(cloud: LocalCloud, prefix: str = SAMPLE_PREFIX) -> str:
     for name, text in DOCUMENTS.items():
         s3.put_object(Bucket=bucket, Key=f"{prefix}{name}", Body=text.encode())
     return f"s3://{bucket}/{prefix}"
-
-
-def route_logs(log_file: Path) -> None:
-    """Send Python logging to `log_file` too (where the functions' log lines go), and moto's internals, werkzeug and
-    Python warnings only there: moto's interpreter logs the errors it handles at ERROR, and its CloudFormation warns
-    about the resource types the offline cloud emulates itself. The offline cloud's own records (progress such as a
-    `sam build`, a function's exhausted async retries) still reach the console as well."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    to_file = logging.FileHandler(log_file, encoding="utf-8")
-    to_file.setFormatter(logging.Formatter("[%(name)s] %(levelname)s %(message)s"))
-    logging.captureWarnings(True)
-    for name in ("moto", "werkzeug", "py.warnings"):
-        library = logging.getLogger(name)
-        library.addHandler(to_file)
-        library.propagate = False
-    logging.getLogger().addHandler(to_file)
 
 
 def _documents_run(cloud: LocalCloud, folder: str, expect: str = "SUCCEEDED") -> dict[str, Any]:
@@ -355,31 +311,6 @@ def run_all(cloud: LocalCloud) -> int:
 
 
 # ---- Async request/reply API ---------------------------------------------------------------------------------------
-class SignedClient:
-    """An HTTP client of the offline cloud's HTTP API that signs every request with SigV4 (service execute-api),
-    as `curl --aws-sigv4` or an AWS SDK would."""
-
-    def __init__(self, base_url: str, credential: Credential, region: str = "us-east-1") -> None:
-        self.base_url = base_url
-        self.credentials = Credentials(credential.access_key_id, credential.secret_access_key)
-        self.region = region
-        self.session = requests.Session()
-
-    def request(
-        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, sign: bool = True
-    ) -> requests.Response:
-        data = body if isinstance(body, str | bytes) or body is None else json.dumps(body)
-        request = AWSRequest(
-            method=method,
-            url=self.base_url + path,
-            data=data,
-            headers={"content-type": "application/json", **(headers or {})},
-        )
-        if sign:
-            SigV4Auth(self.credentials, "execute-api", self.region).add_auth(request)
-        return self.session.request(method, request.url, headers=dict(request.headers), data=request.body, timeout=30)
-
-
 def api_flow(cloud: LocalCloud) -> str:
     """Submit a documents task over HTTP (SigV4), follow its status until the result is linked, fetch it."""
     region = cloud.config.region
