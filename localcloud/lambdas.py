@@ -397,6 +397,12 @@ class FunctionPool:
         with self._freed:
             return self._starting + self._owed
 
+    @property
+    def waiting(self) -> int:
+        """Invocations waiting for a worker now."""
+        with self._freed:
+            return self._waiting
+
     def _acquire(self, wait: bool) -> Worker:
         # A new invocation takes an idle worker only if one is left over for those already waiting: a worker freed or
         # started while they wait is theirs (a later invocation of a function at its limit is throttled instead).
