@@ -7,6 +7,7 @@ shares nothing with the session's."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,8 @@ def chaos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     run = subprocess.run(
         [*command, "--wire", json.dumps(WIRE), "--out", str(out)],
         cwd=ROOT,
+        # the report imports the functions' code (src/) as make chaos does (the Makefile's PYTHONPATH)
+        env=os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "src")])},
         capture_output=True,
         text=True,
         timeout=600,
