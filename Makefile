@@ -69,22 +69,22 @@ invoke:
 # The reports import the functions' code (src/) as the tests do (pyproject's pythonpath).
 bench bench-concurrency bench-extract bench-recovery chaos: export PYTHONPATH := src
 
-# The design's numbers on the offline cloud (P1-P5 and HTTP in tests/bench/bench.py): docs/performance.md, .aws-sam/bench/.
+# The design's numbers on the offline cloud (P1-P5 and HTTP in bench/bench.py): docs/performance.md, .aws-sam/bench/.
 # A report, not a test; SIZES=500,1000,2000,5000 by default.
 bench: install
-	$(PY) -m tests.bench.bench $(if $(SIZES),--sizes $(SIZES))
+	$(PY) -m bench.bench $(if $(SIZES),--sizes $(SIZES))
 
 bench-concurrency: install
-	$(PY) -m tests.bench.concurrency
+	$(PY) -m bench.concurrency
 
 # 200 documents in 4 batches under a BDA quota of 5: peak jobs, refusals, efficiency; callback vs polling per document.
 bench-extract: install
-	$(PY) -m tests.bench.extract
+	$(PY) -m bench.extract
 
 # A burst of BURST lost completion events (100 by default), tasks waiting with HEARTBEAT real seconds (6): timeouts
 # and recovery time (docs/callback.md, "Under pressure"; .aws-sam/bench/recovery.json).
 bench-recovery: install
-	$(PY) -m tests.bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT))
+	$(PY) -m bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT))
 
 # Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
 # events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).
@@ -92,7 +92,7 @@ bench-recovery: install
 JOBS ?= 1000
 SEED ?= 7
 chaos: install
-	$(PY) -m tests.bench.chaos --jobs $(JOBS) --seed $(SEED) $(if $(WIRE),--wire '$(WIRE)')
+	$(PY) -m bench.chaos --jobs $(JOBS) --seed $(SEED) $(if $(WIRE),--wire '$(WIRE)')
 
 demo: install
 	$(PY) -m localcloud demo

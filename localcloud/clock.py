@@ -6,7 +6,7 @@
 the test says so, so no test races the wall clock or sleeps to let time pass.
 
 Every timed wait goes through `Clock.wait(event, seconds)`: wait for `event` to be set, at most `seconds` of this
-clock's time. localcloud/patches.py routes the Step Functions interpreter's waits through it (gap 19).
+clock's time. localcloud/fixes/patches.py routes the Step Functions interpreter's waits through it (gap 19).
 """
 
 from __future__ import annotations

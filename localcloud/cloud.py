@@ -4,12 +4,12 @@
         cloud.stack.outputs            # what `sam deploy` would print
         cloud.client("stepfunctions")  # boto3 client on the offline cloud (in-process)
 
-The template is built with `sam build` first (localcloud.build) and the built template is what gets deployed, so
-every function runs from its own artifact, in worker processes of the Lambda runtime interpreter (localcloud.lambdas)
-that reach the offline cloud through its endpoint. Everything else runs in this process: moto's backends (served on
-`aws_port`, where the simulated services answer too), the Step Functions interpreter (with the fixes in
-localcloud.sfn), SQS and TTL pollers, EventBridge delivery and schedules (localcloud.events), Logs subscriptions and
-the HTTP API (localcloud.httpapi).
+The template is built with `sam build` first (localcloud.runtime.build) and the built template is what gets deployed, so
+every function runs from its own artifact, in worker processes of the Lambda runtime interpreter
+(localcloud.runtime.lambdas) that reach the offline cloud through its endpoint. Everything else runs in this process:
+moto's backends (served on `aws_port`, where the simulated services answer too), the Step Functions interpreter (with
+the fixes in localcloud.fixes.sfn), SQS and TTL pollers, EventBridge delivery and schedules (localcloud.fixes.events),
+Logs subscriptions and the HTTP API (localcloud.httpapi).
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoReque
 from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wsgi import LimitedStream
 
-from localcloud import account, events, lambda_faults, patches, pollers, simulators
+from localcloud import account, simulators
 from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, LambdaAccountSettings
-from localcloud.build import build_dir, ensure_built
 from localcloud.clock import Clock
 from localcloud.deploy import Stack, delete, deploy, unsubscribe
+from localcloud.fixes import events, patches, pollers
 from localcloud.httpapi import Credential, HttpApiServer, Route
-from localcloud.lambdas import AsyncConfig, FunctionError, LambdaRuntime
+from localcloud.runtime import lambda_faults
+from localcloud.runtime.build import build_dir, ensure_built
+from localcloud.runtime.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.validation import DefinitionValidation
 
@@ -82,8 +84,8 @@ class CloudConfig:
     # template); `echo_function_logs` also prints them, prefixed with the function's name, on stderr.
     function_log: Path | None = None
     echo_function_logs: bool = False
-    # Opt-in faults inside every function's worker (the chaos run): a localcloud.lambda_faults configuration as JSON,
-    # e.g. '{"seed": 7, "throttle": 0.05, "crash": 0.02}'; empty for none.
+    # Opt-in faults inside every function's worker (the chaos run): a localcloud.runtime.lambda_faults configuration as
+    # JSON, e.g. '{"seed": 7, "throttle": 0.05, "crash": 0.02}'; empty for none.
     faults: str = ""
     # The kind of AWS account the cloud is (localcloud.account.PROFILES): "new" (a new account's quotas, Macie off)
     # or "established".

@@ -37,7 +37,7 @@ from localcloud.regions import missing_integrations, not_recognized
 EMULATED = {
     "AWS::ApiGatewayV2::Api": "served by localcloud.httpapi",
     "AWS::ApiGatewayV2::Stage": "served by localcloud.httpapi ($default stage only)",
-    "AWS::Lambda::EventInvokeConfig": "async retries and on-failure destination in localcloud.lambdas",
+    "AWS::Lambda::EventInvokeConfig": "async retries and on-failure destination in localcloud.runtime.lambdas",
     "AWS::Logs::SubscriptionFilter": "created through the Logs API after the stack",
     "AWS::Macie::Session": "enables Macie in the offline account (localcloud.account)",
 }
@@ -386,7 +386,7 @@ def _definition(state_machine: Resource) -> str:
 
 def _enable_table_ttl(resources: list[Resource], region: str) -> None:
     """moto's CloudFormation ignores a table's TimeToLiveSpecification; enable TTL as CloudFormation does, so the
-    TTL sweeper (localcloud.pollers.TtlSweeper) sees it."""
+    TTL sweeper (localcloud.fixes.pollers.TtlSweeper) sees it."""
     client = boto3.client("dynamodb", region_name=region)
     for resource in resources:
         spec = resource.properties.get("TimeToLiveSpecification")

@@ -32,7 +32,7 @@ from botocore.model import OperationModel, ServiceModel
 
 from localcloud.account import Account
 from localcloud.clock import Clock, Timer
-from localcloud.events import as_service
+from localcloud.fixes.events import as_service
 
 LOG = logging.getLogger("localcloud.simulators")
 

@@ -55,8 +55,8 @@ from botocore.exceptions import ClientError
 
 from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.shapes import data_automation_status
 from localcloud.simulators import ServiceError, Simulator, split_s3_uri
+from localcloud.simulators.shapes import data_automation_status
 
 EVENT_SOURCE = "aws.bedrock"
 DETAIL_TYPES = {

@@ -94,9 +94,9 @@ from botocore.exceptions import ClientError
 from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
 from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
-from localcloud.lambdas import EXECUTION_ROLE
-from localcloud.shapes import fhir_export_job
+from localcloud.runtime.lambdas import EXECUTION_ROLE
 from localcloud.simulators import ServiceError, Simulator, split_s3_uri
+from localcloud.simulators.shapes import fhir_export_job
 
 LOG = logging.getLogger("localcloud.simulators.healthlake")
 

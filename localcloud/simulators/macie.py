@@ -64,8 +64,8 @@ missing), one stream per job named after the jobId, one JSON message per job eve
 Sequence: JOB_CREATED (operation CreateClassificationJob) and ONE_TIME_JOB_STARTED when the job is created; at the
 end either the error events (one per bucket for BUCKET_* types, one per bucketDefinitions account for ACCOUNT_*
 types), then JOB_COMPLETED; or JOB_CANCELLED (operation UpdateClassificationJob when cancelled through the API).
-They are written with PutLogEvents, so moto's subscription-filter path (patched by localcloud.logs) delivers them to
-subscribed Lambdas; each terminal copy is its own PutLogEvents call (its own subscription batch).
+They are written with PutLogEvents, so moto's subscription-filter path (patched by localcloud.fixes.logs) delivers them
+to subscribed Lambdas; each terminal copy is its own PutLogEvents call (its own subscription batch).
 
 Knobs (constructor arguments):
     delay_seconds: simulated seconds from CreateClassificationJob to the end of the job (default 1.0).
@@ -119,8 +119,8 @@ from botocore.model import OperationModel
 
 from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, MacieAlreadyEnabledError
 from localcloud.clock import Clock
-from localcloud.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 from localcloud.simulators import ServiceError, Simulator
+from localcloud.simulators.shapes import classification_job, iso, macie_log_message, sensitive_data_finding
 
 EVENT_SOURCE = "aws.macie"
 FINDING_DETAIL_TYPE = "Macie Finding"

@@ -42,14 +42,14 @@ from botocore.exceptions import ClientError
 
 from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.shapes import (
+from localcloud.simulators import ServiceError, Simulator, split_s3_uri
+from localcloud.simulators.shapes import (
     TRANSLATE_REQUEST_FIELDS,
     text_translation_job,
     translate_details,
     translation_job_prefix,
     write_translations,
 )
-from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 
 EVENT_SOURCE = "aws.translate"
 EVENT_DETAIL_TYPE = "Translate TextTranslationJob State Change"

@@ -14,10 +14,10 @@ import pytest
 from moto import mock_aws
 from samtranslator.yaml_helper import yaml_parse
 
-from localcloud import patches
 from localcloud.__main__ import _on_the_wall_clock
 from localcloud.clock import ManualClock
 from localcloud.cloud import CloudConfig
+from localcloud.fixes import patches
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.translate import TranslateSimulator
 

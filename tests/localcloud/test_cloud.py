@@ -29,11 +29,12 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from moto.dynamodb.models.table import Table
 
-from localcloud import logs, simulators
+from localcloud import simulators
 from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import DEFAULT_CREDENTIAL, LocalCloud
 from localcloud.deploy import TemplateError, UnsupportedResourceError, deploy
-from localcloud.events import next_fire, render_input_template
+from localcloud.fixes import logs
+from localcloud.fixes.events import next_fire, render_input_template
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 

@@ -27,8 +27,8 @@ from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
-from localcloud import events, patches, sfn
 from localcloud.account import ACCOUNT_ID
+from localcloud.fixes import events, patches, sfn
 from tests.localcloud.simulated import wait_for
 
 REGION = "us-east-1"
@@ -361,7 +361,7 @@ def test_the_interpreter_builds_one_client_per_service_even_from_many_threads(aw
 
     def ask() -> None:
         start.wait()
-        clients.append(sfn._shared_boto_client_for(REGION, "lambda"))
+        clients.append(sfn.shared_boto_client_for(REGION, "lambda"))
 
     threads = [threading.Thread(target=ask) for _ in range(16)]
     for thread in threads:

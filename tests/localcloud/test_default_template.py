@@ -12,7 +12,7 @@ import pytest
 from localcloud.client import SignedClient
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.deploy import StackRolledBackError
-from localcloud.lambdas import FunctionSpec
+from localcloud.runtime.lambdas import FunctionSpec
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 

@@ -9,7 +9,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from localcloud.lambdas import FunctionPool, Throttled
+from localcloud.runtime.lambdas import FunctionPool, Throttled
 from tests.localcloud.simulated import wait_for
 
 

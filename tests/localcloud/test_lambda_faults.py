@@ -1,5 +1,5 @@
-"""The chaos run's wire faults (localcloud/lambda_faults.py): what the SDK sees when each one is drawn, and a bad
-configuration refused before any worker starts."""
+"""The chaos run's wire faults (localcloud/runtime/lambda_faults.py): what the SDK sees when each one is drawn, and a
+bad configuration refused before any worker starts."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambda_faults import PROBABILITIES, Injector, parse
+from localcloud.runtime.lambda_faults import PROBABILITIES, Injector, parse
 
 ANSWER = b'{"Table": {"TableName": "t", "TableStatus": "ACTIVE"}}'
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from moto.awslambda.models import LambdaBackend
 
-from localcloud import logs as cloud_logs
 from localcloud.clock import Clock
+from localcloud.fixes import logs as cloud_logs
 from localcloud.simulators import register, settle_all
 from localcloud.simulators.macie import LOG_GROUP, MacieSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for
@@ -507,7 +507,7 @@ def test_drop_logs_completes_the_job_without_a_terminal_log_line(simulate: Any) 
 
 def test_a_subscribed_lambda_receives_the_filtered_terminal_events(simulate: Any, monkeypatch: Any) -> None:
     # Given a Lambda subscribed to Macie's log group with the JSON filter a workflow would use, delivering through
-    # the offline cloud's subscription path (localcloud.logs), captured here instead of invoked
+    # the offline cloud's subscription path (localcloud.fixes.logs), captured here instead of invoked
     delivered: list[tuple[str, dict[str, Any]]] = []
     delivery = cloud_logs.subscription_delivery(lambda arn, payload: delivered.append((arn, payload)))
     monkeypatch.setattr(LambdaBackend, "send_log_event", delivery)  # restored afterwards

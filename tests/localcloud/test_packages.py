@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from localcloud.build import ensure_built
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambdas import runtime_python
+from localcloud.runtime.build import ensure_built
+from localcloud.runtime.lambdas import runtime_python
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "template.yaml"

@@ -29,9 +29,9 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 
-from localcloud import patches
 from localcloud.clock import Clock
-from localcloud.lambdas import LambdaRuntime
+from localcloud.fixes import patches
+from localcloud.runtime.lambdas import LambdaRuntime
 
 
 def _attributes(installed: patches.Patches) -> dict[tuple[int, str], Any]:

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from localcloud.client import wait_for_execution
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambdas import FunctionError
+from localcloud.runtime.lambdas import FunctionError
 from localcloud.simulators import Simulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator

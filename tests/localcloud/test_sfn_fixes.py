@@ -1,11 +1,11 @@
-"""The fixes of localcloud.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
+"""The fixes of localcloud.fixes.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
 gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string;
 gap 23: every finished thread kept).
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
-this process with `localcloud.patches.step_functions()` installed (the behaviour AWS shows). The unpatched runs are
-this file executed as a script (`python test_sfn_fixes.py`): a process that never imports localcloud runs every
+this process with `localcloud.fixes.patches.step_functions()` installed (the behaviour AWS shows). The unpatched runs
+are this file executed as a script (`python test_sfn_fixes.py`): a process that never imports localcloud runs every
 scenario, one after the other, and reports what it saw as JSON; it starts before the first test, so it works while
 the in-process tests run.
 """
@@ -497,7 +497,7 @@ def _start_the_probe_first(request: pytest.FixtureRequest) -> None:
 
 @pytest.fixture
 def patched() -> Iterator[None]:
-    from localcloud import patches
+    from localcloud.fixes import patches
 
     with patches.Patches(patches.step_functions()), mock_aws(config=MOTO_CONFIG):
         yield
@@ -511,7 +511,7 @@ def _is_uuid(text: str) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# With the fix: this process, with localcloud.patches.step_functions() installed
+# With the fix: this process, with localcloud.fixes.patches.step_functions() installed
 # ----------------------------------------------------------------------------------------------------------------
 def test_gap1_patched_aws_sdk_tasks_behave_like_aws(patched: None) -> None:
     # Given moto with the Step Functions patches installed
@@ -754,7 +754,7 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
     # When the attributes the fixes patch or call are looked up
     found = unpatched.result("fix_targets")
 
-    # Then each is where, and has the parameters, localcloud.sfn expects
+    # Then each is where, and has the parameters, localcloud.fixes.sfn expects
     normalise = ["self", "{}", "boto_service_name", "service_action_name"]
     assert found == {
         "StateTaskServiceAwsSdk._normalise_parameters": {
@@ -812,16 +812,16 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
     from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
-    from localcloud import patches, sfn
+    from localcloud.fixes import patches, sfn
 
     moto_stop = ExecutionWorker.stop
     with patches.Patches(patches.step_functions()):
-        assert StateTaskServiceAwsSdk._normalise_parameters is sfn._normalise_parameters
-        assert StateTaskServiceAwsSdk._normalise_response is sfn._normalise_response
-        assert CallbackEndpoint.setup_heartbeat_endpoint is sfn._setup_heartbeat_endpoint
-        assert ExecutionWorker.stop is sfn._stop
-        assert ExecutionState._evaluate_with_timeout is sfn._evaluate_with_timeout
-        assert StepFunctionsParserBackend.start_execution is sfn._start_execution
+        assert StateTaskServiceAwsSdk._normalise_parameters is sfn.normalise_parameters
+        assert StateTaskServiceAwsSdk._normalise_response is sfn.normalise_response
+        assert CallbackEndpoint.setup_heartbeat_endpoint is sfn.setup_heartbeat_endpoint
+        assert ExecutionWorker.stop is sfn.stop
+        assert ExecutionState._evaluate_with_timeout is sfn.evaluate_with_timeout
+        assert StepFunctionsParserBackend.start_execution is sfn.start_execution
     assert ExecutionWorker.stop is moto_stop
 
 

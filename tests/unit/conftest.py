@@ -1,7 +1,7 @@
 """Fixtures for the unit tests: template.yaml deployed on moto once for the package, each test a cold start.
 
-moto's fixes from localcloud.sfn are installed so that StopExecution ends a callback wait at once, as on AWS (gap 4 in
-docs/offline-cloud.md); without them a stopped execution waits on and a late SendTaskSuccess is accepted.
+moto's fixes from localcloud.fixes.sfn are installed so that StopExecution ends a callback wait at once, as on AWS (gap
+4 in docs/offline-cloud.md); without them a stopped execution waits on and a late SendTaskSuccess is accepted.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 from moto.cloudformation import cloudformation_backends
 
-from localcloud import patches
 from localcloud.account import MACIE_LOG_GROUP
 from localcloud.clock import ManualClock
+from localcloud.fixes import patches
 from localcloud.simulators import register, unregister_all
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.unit import support

@@ -12,9 +12,10 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from localcloud.logs import subscription_payload
-from localcloud.pollers import sqs_record
-from localcloud.shapes import (
+from localcloud.fixes.logs import subscription_payload
+from localcloud.fixes.pollers import sqs_record
+from localcloud.simulators.macie import DESCRIPTIONS, FINDING_TEXTS, LOG_GROUP
+from localcloud.simulators.shapes import (
     classification_job,
     data_automation_status,
     fhir_export_job,
@@ -25,7 +26,6 @@ from localcloud.shapes import (
     translation_job_prefix,
     write_translations,
 )
-from localcloud.simulators.macie import DESCRIPTIONS, FINDING_TEXTS, LOG_GROUP
 from tests.unit import support
 from tests.unit.support import ACCOUNT, REGION, STACK
 

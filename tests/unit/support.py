@@ -28,7 +28,7 @@ from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.account import ACCOUNT_ID
 from localcloud.deploy import Resource, Stack, deploy
-from localcloud.lambda_bootstrap import LambdaContext
+from localcloud.runtime.lambda_bootstrap import LambdaContext
 
 if TYPE_CHECKING:
     from tests.unit.waiting import Workflows

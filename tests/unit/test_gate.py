@@ -25,7 +25,7 @@ from botocore.stub import Stubber
 from moto.awslambda_simple.models import LambdaSimpleBackend
 
 from localcloud.clock import ManualClock
-from localcloud.lambda_bootstrap import LambdaContext
+from localcloud.runtime.lambda_bootstrap import LambdaContext
 from tests.unit.support import ACCOUNT, EVENTS, REGION, REPO, Aws, invoke
 from tests.unit.waiting import WaitingTask, wait_until
 

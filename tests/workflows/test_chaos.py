@@ -1,4 +1,4 @@
-"""Callback jobs under chaos (tests/bench/chaos.py, small): faults at the wire in every Lambda worker, lost, early,
+"""Callback jobs under chaos (bench/chaos.py, small): faults at the wire in every Lambda worker, lost, early,
 duplicated, late, contrary and forged completion events; every job must still end once, as its job truly ended.
 
 The run is `make chaos` at a small size, in a process of its own: its offline cloud (whose workers inject faults)
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from localcloud.lambda_faults import KINDS
-from tests.bench.chaos import WIRE_FAULTS
+from bench.chaos import WIRE_FAULTS
+from localcloud.runtime.lambda_faults import KINDS
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 14
@@ -30,7 +30,7 @@ WIRE = WIRE_FAULTS | {"crash": 0.05}
 def chaos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The report of one chaos run of JOBS jobs, 20 in flight."""
     out = tmp_path_factory.mktemp("chaos") / "chaos.json"
-    command = [sys.executable, "-m", "tests.bench.chaos", "--jobs", str(JOBS), "--seed", str(SEED), "--in-flight", "20"]
+    command = [sys.executable, "-m", "bench.chaos", "--jobs", str(JOBS), "--seed", str(SEED), "--in-flight", "20"]
     run = subprocess.run(
         [*command, "--wire", json.dumps(WIRE), "--out", str(out)],
         cwd=ROOT,

@@ -1,7 +1,7 @@
-"""Callback jobs under load on the offline cloud: nothing lost, nothing resumed twice (tests/bench/callbacks.py)."""
+"""Callback jobs under load on the offline cloud: nothing lost, nothing resumed twice (bench/callbacks.py)."""
 
+from bench.callbacks import run_jobs
 from localcloud.cloud import LocalCloud
-from tests.bench.callbacks import run_jobs
 
 
 def test_two_hundred_callback_jobs_twenty_in_flight_all_end_exactly_once(cloud: LocalCloud) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from localcloud.client import wait_for_execution
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambdas import FunctionError
+from localcloud.runtime.lambdas import FunctionError
 from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import REGION, ROOT, SPEEDUP
 from tests.workflows.test_documents import CLEAN, Run, dead_letters, job_ids, simulate, tokens_left

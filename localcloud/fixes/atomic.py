@@ -43,7 +43,7 @@ OPERATIONS: dict[type, tuple[str, ...]] = {
         "execute_transaction",
         "batch_execute_statement",
     ),
-    EventsBackend: (  # and PutEvents, whose replacement (localcloud.events.put_events) takes the lock itself
+    EventsBackend: (  # and PutEvents, whose replacement (localcloud.fixes.events.put_events) takes the lock itself
         "put_rule",
         "delete_rule",
         "enable_rule",
@@ -71,7 +71,7 @@ def serialised(
     owner: type, name: str, extend: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
 ) -> Callable[..., Any]:
     """moto's operation `name` of the backend class `owner` (or `extend` applied to it), run under its backend's
-    lock (the replacement localcloud/patches.py installs)."""
+    lock (the replacement localcloud/fixes/patches.py installs)."""
     original = getattr(owner, name)
     run = extend(original) if extend else original
 

@@ -1,6 +1,6 @@
 """Fixes for the measured gaps of moto 5.2.5's Step Functions interpreter (catalogue: docs/offline-cloud.md).
 
-Each fix replaces the moto internal named in its docstring; localcloud/patches.py declares and installs them, and
+Each fix replaces the moto internal named in its docstring; localcloud/fixes/patches.py declares and installs them, and
 tests/localcloud/test_sfn_fixes.py proves each one and fails if moto changes underneath (the patched attribute
 disappears or the gap closes upstream).
 """
@@ -58,11 +58,11 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
-from localcloud import atomic
-from localcloud.events import as_service
+from localcloud.fixes import atomic
+from localcloud.fixes.events import as_service
 from localcloud.moto_state import callback_endpoints
 
-LOG = logging.getLogger("localcloud.sfn")
+LOG = logging.getLogger("localcloud.fixes.sfn")
 
 # Gap 1 (names): AWS names an aws-sdk integration's service after its SDK client (`bedrockdataautomationruntime`) and
 # prefixes its errors with that client's name (`BedrockDataAutomationRuntime.ServiceQuotaExceededException`); moto
@@ -89,7 +89,7 @@ def _operation_model(service: str, snake_action: str) -> OperationModel:
     return model.operation_model(names[snake_action])
 
 
-def _normalise_parameters(
+def normalise_parameters(
     self: StateTaskServiceAwsSdk | StateTaskServiceSfn,
     parameters: dict[str, Any],
     boto_service_name: str | None = None,
@@ -102,7 +102,7 @@ def _normalise_parameters(
         self._to_boto_request(parameters, shape)
 
 
-def _normalise_response(
+def normalise_response(
     self: StateTaskServiceAwsSdk | StateTaskServiceSfn,
     response: Any,
     boto_service_name: str | None = None,
@@ -118,7 +118,7 @@ def _normalise_response(
 _original_sfn_normalise_parameters = StateTaskServiceSfn._normalise_parameters
 
 
-def _sfn_normalise_parameters(
+def sfn_normalise_parameters(
     self: StateTaskServiceSfn,
     parameters: dict[str, Any],
     boto_service_name: str | None = None,
@@ -127,13 +127,13 @@ def _sfn_normalise_parameters(
     """Gap 1 for the optimized Step Functions integration (`states:startExecution.sync:2`): moto's own step (Input
     as a JSON string), then the AWS names onto botocore's, as for aws-sdk tasks."""
     _original_sfn_normalise_parameters(self, parameters, boto_service_name, service_action_name)
-    _normalise_parameters(self, parameters, boto_service_name, service_action_name)
+    normalise_parameters(self, parameters, boto_service_name, service_action_name)
 
 
 _original_setup_heartbeat_endpoint = CallbackEndpoint.setup_heartbeat_endpoint
 
 
-def _setup_heartbeat_endpoint(self: CallbackEndpoint, heartbeat_seconds: int) -> HeartbeatEndpoint:
+def setup_heartbeat_endpoint(self: CallbackEndpoint, heartbeat_seconds: int) -> HeartbeatEndpoint:
     """Gap 3: an outcome that arrived while the task's own call was still running must wake the waiter."""
     endpoint = _original_setup_heartbeat_endpoint(self, heartbeat_seconds)
     if self.get_outcome() is not None:
@@ -144,7 +144,7 @@ def _setup_heartbeat_endpoint(self: CallbackEndpoint, heartbeat_seconds: int) ->
 _original_stop = ExecutionWorker.stop
 
 
-def _stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str | None) -> None:
+def stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str | None) -> None:
     """Gap 4: StopExecution must also wake tasks waiting for a callback, so the execution ends ABORTED now.
 
     Also: the worker thread creates `env` only once it runs; a StopExecution in the first milliseconds of an
@@ -160,7 +160,7 @@ def _stop(self: ExecutionWorker, stop_date: Any, error: str | None, cause: str |
 _original_evaluate_with_timeout = ExecutionState._evaluate_with_timeout
 
 
-def _evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
+def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
     """Gap 4 (end state): a state cut short by StopExecution ends the execution ABORTED, as AWS does, not FAILED.
 
     The woken callback waiter finds no outcome and raises a timeout; moto would record it as TaskTimedOut and its
@@ -219,14 +219,14 @@ def _announce(execution: Execution, running: bool = False) -> None:
         events_backends[account][region].put_events([entry])
 
 
-def _terminated(self: BaseExecutionWorkerCommunication) -> None:
+def terminated(self: BaseExecutionWorkerCommunication) -> None:
     """Gap 8 (not the interpreter's but moto's EventBridge integration's): Step Functions sends a
     `Step Functions Execution Status Change` event when an execution starts and when it ends; moto sends none."""
     _original_terminated(self)
     _announce(self.execution)
 
 
-def _execution_init(self: Execution, *args: Any, **kwargs: Any) -> None:
+def execution_init(self: Execution, *args: Any, **kwargs: Any) -> None:
     """Gap 8: RUNNING from the moment the execution exists. moto appends it to its state machine's executions before
     its start gives it a status, and a ListExecutions/DescribeExecution in that window failed with an AttributeError
     (a 500)."""
@@ -234,7 +234,7 @@ def _execution_init(self: Execution, *args: Any, **kwargs: Any) -> None:
     self.exec_status = ExecutionStatus.RUNNING
 
 
-def _execution_start(self: Execution) -> None:
+def execution_start(self: Execution) -> None:
     _announce(self, running=True)  # before the worker starts: a short execution may end at once
     _original_execution_start(self)
 
@@ -242,7 +242,7 @@ def _execution_start(self: Execution) -> None:
 _original_evaluation_environment = ExecutionWorker._get_evaluation_environment
 
 
-def _evaluation_environment(self: ExecutionWorker) -> Environment:
+def evaluation_environment(self: ExecutionWorker) -> Environment:
     """Gap 9: the context object's `$$.Execution.StartTime` is a datetime object, which breaks any task that
     serialises it (e.g. a DynamoDB attribute value); AWS gives an ISO 8601 string such as 2026-11-21T10:00:00.123Z."""
     env = _original_evaluation_environment(self)
@@ -259,7 +259,7 @@ def _evaluation_environment(self: ExecutionWorker) -> Environment:
 _original_start_execution = StepFunctionsParserBackend.start_execution
 
 
-def _start_execution(
+def start_execution(
     self: StepFunctionsParserBackend, state_machine_arn: str, name: str | None = None, *args: Any, **kwargs: Any
 ) -> Any:
     """Gap 5: an unnamed execution gets a UUID, as AWS does, instead of the name `None`.
@@ -275,7 +275,7 @@ def _start_execution(
         return _original_start_execution(self, state_machine_arn, name, *args, **kwargs)
 
 
-def _send_task_failure(self: StepFunctionResponse) -> Any:
+def send_task_failure(self: StepFunctionResponse) -> Any:
     """Gap 7: moto's SendTaskFailure handler reads `error` but drops `cause` before the interpreter sees it."""
     self.stepfunction_backend.send_task_failure(
         self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
@@ -290,7 +290,7 @@ _original_pool_add = CallbackPoolManager.add
 _original_send_task_success = StepFunctionsParserBackend.send_task_success  # the scan, kept for the gap's probe
 
 
-def _pool_add(self: CallbackPoolManager, callback_id: str) -> CallbackEndpoint:
+def pool_add(self: CallbackPoolManager, callback_id: str) -> CallbackEndpoint:
     endpoint = _original_pool_add(self, callback_id)
     with _callbacks_lock:
         _callbacks[callback_id] = self
@@ -323,12 +323,12 @@ def _send(pool: CallbackPoolManager, signal: Callable[[], bool]) -> None:
     raise InvalidToken()
 
 
-def _send_task_success_by_key(self: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
+def send_task_success_by_key(self: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
     pool = _waiting_pool(task_token)
     _send(pool, lambda: pool.notify(task_token, CallbackOutcomeSuccess(callback_id=task_token, output=outcome)))
 
 
-def _send_task_failure_by_key(
+def send_task_failure_by_key(
     self: StepFunctionsParserBackend, task_token: str, error: Any = None, cause: Any = None
 ) -> None:
     pool = _waiting_pool(task_token)
@@ -336,7 +336,7 @@ def _send_task_failure_by_key(
     _send(pool, lambda: pool.notify(task_token, failure))
 
 
-def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
+def send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
     """Gap 28: a heartbeat for a task still open is accepted, as AWS accepts it, also while the task's own call still
     runs (its heartbeat endpoint not made yet: moto answered InvalidToken, and a reconciler told "closed" forgot a
     live registration); one for a task that has its outcome is refused, whether or not it has a heartbeat endpoint."""
@@ -347,7 +347,7 @@ def _send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: st
 
 
 # --- StopExecution during a Parallel state (gap 13) -------------------------------------------------------------------
-def _branch_routine(self: BranchWorker) -> None:
+def branch_routine(self: BranchWorker) -> None:
     """A branch stopped before it set its next state raised ("Could not set NextState value when in state
     ProgramStopped") and never reported its end, so the Parallel state, and a stopped execution with it, waited
     for ever (RUNNING). Report the end whatever the branch raised, as its program is over either way; the error of
@@ -365,7 +365,7 @@ def _branch_routine(self: BranchWorker) -> None:
 _original_program_eval = Program.eval
 
 
-def _program_eval(self: Program, env: Environment) -> None:
+def program_eval(self: Program, env: Environment) -> None:
     """moto evaluates every program (an execution's, a Parallel branch's) on a thread of its own, which its caller's
     thread joins for at most the program's TimeoutSeconds. Without TimeoutSeconds the caller only waits for it, so
     such a program runs on the caller's thread: a thread less for every execution and every branch, the whole time
@@ -410,7 +410,7 @@ def _parsed(definition: str) -> EvalComponent:
     return program
 
 
-def _evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
+def evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
     return _parsed(self._evaluation_details.state_machine_details.definition)
 
 
@@ -443,7 +443,7 @@ def _names(machine: StateMachine) -> _NamesIndex:
         return index  # type: ignore[no-any-return]
 
 
-def _name_idempotency(self: StateMachine, name: str, execution_input: str) -> Any:
+def name_idempotency(self: StateMachine, name: str, execution_input: str) -> Any:
     """moto checks a new execution's name against every execution the state machine ever had (a scan per
     StartExecution: quadratic in a long run). Executions are only ever appended, so they are indexed by name as they
     come; moto's own rule (the same input while RUNNING returns that execution, else ExecutionAlreadyExists) then
@@ -465,7 +465,7 @@ _clients_lock = threading.Lock()
 _original_boto_client_for = boto_client.boto_client_for  # moto's own, read before anything is patched
 
 
-def _shared_boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+def shared_boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
     """moto's interpreter built a new boto3 client (of boto3's default session, which is not thread-safe) for every
     Task state, loading the service's model each time. Clients are thread-safe once built: build one per service and
     endpoint, under a lock."""

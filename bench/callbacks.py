@@ -30,8 +30,8 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
 from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import LocalCloud
-from localcloud.events import as_service
-from localcloud.lambdas import Worker
+from localcloud.fixes.events import as_service
+from localcloud.runtime.lambdas import Worker
 from localcloud.simulators.translate import TranslateSimulator
 from shared.callback.tokens import job_key
 

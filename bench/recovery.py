@@ -1,10 +1,10 @@
 """Recovery from a burst of lost completion events: how long the reconciler takes to resume N jobs whose events were
 all lost at once, and whether any of them times out first.
 
-    python -m tests.bench.recovery --jobs 100 --heartbeat 6     # or: make bench-recovery BURST=100 HEARTBEAT=6
+    python -m bench.recovery --jobs 100 --heartbeat 6     # or: make bench-recovery BURST=100 HEARTBEAT=6
 
 The run has an offline cloud of its own (the template as deployed, the scheduled ReconcileJobsFunction every real
-second, ReconcileAfterSeconds 0). N executions of tests/bench/callbacks.py's minimal waiting workflow start at once,
+second, ReconcileAfterSeconds 0). N executions of bench/callbacks.py's minimal waiting workflow start at once,
 each waiting with HeartbeatSeconds (`--heartbeat` real seconds) and registering it, as the documents workflow does;
 each one's Translate job (the simulator) has ended at once and its event is lost. Only the reconciler can resume
 them, within one heartbeat window of each task's start, or the task times out (States.Timeout, which the real
@@ -26,13 +26,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.bench import machine
+from bench.callbacks import CLOSES, TranslateJobs, run_jobs, waiting_machine
+from bench.chaos import registration_retry
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from tests.bench.bench import machine
-from tests.bench.callbacks import CLOSES, TranslateJobs, run_jobs, waiting_machine
-from tests.bench.chaos import registration_retry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / ".aws-sam" / "bench"
 RECOVERY_MACHINE = "callback-kit-recovery-waiting"
 SPEEDUP = 60.0  # the reconciler's schedule (one simulated minute) fires every real second

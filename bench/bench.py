@@ -1,6 +1,6 @@
 """`make bench`: the design's numbers, measured on the offline cloud in one run.
 
-    python -m tests.bench.bench [--sizes 1000,2000,5000] [--quick] [--p1-only]
+    python -m bench.bench [--sizes 1000,2000,5000] [--quick] [--p1-only]
 
 P1  state transitions, Lambda invocations and service calls per async job, whole workflows (the job started, waited
     for, ended): callback (StartJob -> WaitForJob -> Done) vs a polling loop (StartJob -> Wait 30 s ->
@@ -51,13 +51,7 @@ from typing import Any
 
 from moto.dynamodb.models import DynamoDBBackend
 
-from localcloud.account import ACCOUNT_ID
-from localcloud.client import SignedClient, route_logs
-from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambdas import FunctionSpec, runtime_python
-from localcloud.simulators.macie import MacieSimulator
-from localcloud.simulators.translate import TranslateSimulator
-from tests.bench.callbacks import (
+from bench.callbacks import (
     SEGMENTS,
     JobsResult,
     function_name,
@@ -66,9 +60,15 @@ from tests.bench.callbacks import (
     wait_for_job,
     waiting_machine,
 )
+from localcloud.account import ACCOUNT_ID
+from localcloud.client import SignedClient, route_logs
+from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.runtime.lambdas import FunctionSpec, runtime_python
+from localcloud.simulators.macie import MacieSimulator
+from localcloud.simulators.translate import TranslateSimulator
 from tools.demo import seed_documents
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # Public on-demand list prices, us-east-1, as read from the AWS pricing pages on 2026-11-23 (check before quoting).
 PRICES = {
     "read_on": "2026-11-23",
@@ -706,7 +706,7 @@ def markdown(results: dict[str, Any]) -> str:
     )
     lines += table(
         f"P5 cost per 1,000 jobs on AWS, whole workflows (prices read {PRICES['read_on']}, us-east-1, in "
-        "tests/bench/bench.py)",
+        "bench/bench.py)",
         ["job", "callback USD (waiting state)", "polling USD (waiting loop)"],
         [
             [
@@ -735,7 +735,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.bench", description=__doc__)
     parser.add_argument("--sizes", default="1000,2000,5000", help="P4's job counts")
     parser.add_argument("--quick", action="store_true", help="small sizes, to check the bench itself")
     parser.add_argument(

@@ -27,10 +27,10 @@ from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 
-from localcloud import atomic
-from localcloud.lambdas import FunctionError, LambdaRuntime, Throttled
+from localcloud.fixes import atomic
+from localcloud.runtime.lambdas import FunctionError, LambdaRuntime, Throttled
 
-LOG = logging.getLogger("localcloud.pollers")
+LOG = logging.getLogger("localcloud.fixes.pollers")
 
 
 class Periodic:
@@ -62,8 +62,8 @@ _moto_create_event_source_mapping = LambdaBackend.create_event_source_mapping
 
 
 def create_event_source_mapping(self: LambdaBackend, spec: dict[str, Any]) -> EventSourceMapping:
-    """The replacement installed by localcloud/patches.py: moto runs an SQS mapping inside SendMessage (no batching,
-    visibility timeout or redrive); SqsPoller runs it instead."""
+    """The replacement installed by localcloud/fixes/patches.py: moto runs an SQS mapping inside SendMessage (no
+    batching, visibility timeout or redrive); SqsPoller runs it instead."""
     esm = _moto_create_event_source_mapping(self, spec)
     from moto.sqs.models import sqs_backends
 
@@ -172,7 +172,7 @@ class ExpiryIndex:
     """When each item written with a TTL attribute expires, soonest first: the TTL sweeper's work list.
 
     Every PutItem and UpdateItem (also inside BatchWriteItem and TransactWriteItems) notes the item it wrote, under
-    the DynamoDB backend's lock (`noting_expiry`, installed by localcloud/patches.py). An entry is a hint, not the
+    the DynamoDB backend's lock (`noting_expiry`, installed by localcloud/fixes/patches.py). An entry is a hint, not the
     truth: the sweeper reads the item again before it deletes it, so an entry of an item since deleted, or written
     again with a later TTL (which noted an entry of its own), is dropped. PartiQL writes are not noted."""
 
@@ -218,7 +218,7 @@ class TtlSweeper(Periodic):
     """Deletes DynamoDB items whose TTL attribute (epoch seconds) has passed, in tables with TTL enabled.
 
     It works from the backend's ExpiryIndex: a sweep reads only the items due, under the backend's lock
-    (localcloud.atomic). A table whose TTL it finds newly enabled is read whole once, to index the items written
+    (localcloud.fixes.atomic). A table whose TTL it finds newly enabled is read whole once, to index the items written
     before. It used to read every item of every such table each second, holding the lock every DynamoDB call needs:
     15 ms a sweep at 10,000 items (the status log of about 450 documents tasks). Through the API (Scan) a sweep of
     2,000 items had taken 2.2 s, and failed now and then with "dictionary changed size during iteration"."""

@@ -70,8 +70,8 @@ def subscription_payload(
 
 
 def subscription_delivery(invoke_async: Callable[[str, Any], None]) -> Callable[..., None]:
-    """The replacement of `LambdaBackend.send_log_event` (installed by localcloud/patches.py): filtered subscription
-    batches to Lambda destinations through `invoke_async`."""
+    """The replacement of `LambdaBackend.send_log_event` (installed by localcloud/fixes/patches.py): filtered
+    subscription batches to Lambda destinations through `invoke_async`."""
 
     def send_log_event(
         self: LambdaBackend,

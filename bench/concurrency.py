@@ -1,6 +1,6 @@
 """Concurrency control, the three approaches side by side on the offline cloud (docs/concurrency.md).
 
-    python -m tests.bench.concurrency      # or: make bench-concurrency
+    python -m bench.concurrency      # or: make bench-concurrency
 
 1. Cost: the same load for each approach (contenders started at once, 3 at a time, each holding the resource for
    30 s): state transitions per contender (and how many of them are polling), Lambda invocations, ListExecutions
@@ -30,11 +30,11 @@ from typing import Any
 from moto.dynamodb.responses import DynamoHandler
 from moto.stepfunctions.responses import StepFunctionResponse
 
+from bench.bench import counted, history, invocations, wait_ended
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from tests.bench.bench import counted, history, invocations, wait_ended
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SPEEDUP = 60.0
 LIMIT = 3
 SECTION_SECONDS = 30
@@ -215,7 +215,7 @@ def safety(cloud: LocalCloud, contenders: int, permits: int, aborts: int, lost: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.concurrency", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.concurrency", description=__doc__)
     parser.add_argument("--contenders", type=int, default=20)
     parser.add_argument("--safety", type=int, default=200)
     parser.add_argument("--safety-only", action="store_true")

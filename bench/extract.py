@@ -1,6 +1,6 @@
 """Bedrock Data Automation under its concurrent-job quota, on the offline cloud (docs/extract.md).
 
-    python -m tests.bench.extract      # or: make bench-extract
+    python -m bench.extract      # or: make bench-extract
 
 1. Quota: 200 documents in 4 extract batches started at once, quota 5, each job's duration drawn at random (seeded).
    The simulated BDA refuses any job over the quota, so its peak and its refusals show what kept the jobs under it.
@@ -25,12 +25,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from bench.bench import history, invocations, wait_ended
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.simulators.bda import BdaSimulator
-from tests.bench.bench import history, invocations, wait_ended
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 QUOTA = 5
 POLL_SECONDS = 30
 
@@ -170,7 +170,7 @@ def per_document(cloud: LocalCloud, machine: str, documents: int) -> dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.bench.extract", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.extract", description=__doc__)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--per-batch", type=int, default=50)
     parser.add_argument("--minutes", type=float, nargs=2, default=(1.0, 3.0), help="job durations, simulated")

@@ -57,10 +57,10 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
-from localcloud import atomic, events, logs, pollers, sfn
 from localcloud.clock import Clock
 from localcloud.deploy import ResourceFailedError
-from localcloud.lambdas import LambdaRuntime
+from localcloud.fixes import atomic, events, logs, pollers, sfn
+from localcloud.runtime.lambdas import LambdaRuntime
 
 _MISSING = object()
 
@@ -147,29 +147,29 @@ SPEED = (
 )
 
 STEP_FUNCTIONS = (
-    Patch(StateTaskServiceAwsSdk, "_normalise_parameters", sfn._normalise_parameters, "gap 1"),
-    Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn._normalise_response, "gap 1"),
-    Patch(StateTaskServiceSfn, "_normalise_parameters", sfn._sfn_normalise_parameters, "gap 1"),
-    Patch(StateTaskServiceSfn, "_normalise_response", sfn._normalise_response, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_parameters", sfn.normalise_parameters, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn.normalise_response, "gap 1"),
+    Patch(StateTaskServiceSfn, "_normalise_parameters", sfn.sfn_normalise_parameters, "gap 1"),
+    Patch(StateTaskServiceSfn, "_normalise_response", sfn.normalise_response, "gap 1"),
     Patch(StateTaskService, "_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES", sfn.SDK_SERVICE_NAMES, "gap 1"),
     Patch(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", sfn.SDK_ERROR_PREFIXES, "gap 1"),
-    Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn._setup_heartbeat_endpoint, "gap 3"),
-    Patch(ExecutionWorker, "stop", sfn._stop, "gap 4"),
-    Patch(ExecutionState, "_evaluate_with_timeout", sfn._evaluate_with_timeout, "gap 4"),
-    Patch(StepFunctionsParserBackend, "start_execution", sfn._start_execution, "gaps 5, 24"),
-    Patch(StepFunctionResponse, "send_task_failure", sfn._send_task_failure, "gap 7"),
-    Patch(BaseExecutionWorkerCommunication, "terminated", sfn._terminated, "gap 8"),
-    Patch(Execution, "__init__", sfn._execution_init, "gap 8"),
-    Patch(Execution, "start", sfn._execution_start, "gap 8"),
-    Patch(ExecutionWorker, "_get_evaluation_environment", sfn._evaluation_environment, "gap 9"),
-    Patch(CallbackPoolManager, "add", sfn._pool_add, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_success", sfn._send_task_success_by_key, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_failure", sfn._send_task_failure_by_key, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn._send_task_heartbeat_by_key, "gaps 10, 28"),
-    Patch(BranchWorker, "_thread_routine", sfn._branch_routine, "gap 13"),
-    Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn._evaluation_entrypoint, "speed"),
-    Patch(Program, "eval", sfn._program_eval, "speed"),
-    Patch(StateMachine, "_handle_name_input_idempotency", sfn._name_idempotency, "speed"),
+    Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn.setup_heartbeat_endpoint, "gap 3"),
+    Patch(ExecutionWorker, "stop", sfn.stop, "gap 4"),
+    Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gap 4"),
+    Patch(StepFunctionsParserBackend, "start_execution", sfn.start_execution, "gaps 5, 24"),
+    Patch(StepFunctionResponse, "send_task_failure", sfn.send_task_failure, "gap 7"),
+    Patch(BaseExecutionWorkerCommunication, "terminated", sfn.terminated, "gap 8"),
+    Patch(Execution, "__init__", sfn.execution_init, "gap 8"),
+    Patch(Execution, "start", sfn.execution_start, "gap 8"),
+    Patch(ExecutionWorker, "_get_evaluation_environment", sfn.evaluation_environment, "gap 9"),
+    Patch(CallbackPoolManager, "add", sfn.pool_add, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_success", sfn.send_task_success_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_failure", sfn.send_task_failure_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn.send_task_heartbeat_by_key, "gaps 10, 28"),
+    Patch(BranchWorker, "_thread_routine", sfn.branch_routine, "gap 13"),
+    Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn.evaluation_entrypoint, "speed"),
+    Patch(Program, "eval", sfn.program_eval, "speed"),
+    Patch(StateMachine, "_handle_name_input_idempotency", sfn.name_idempotency, "speed"),
 )
 
 
@@ -177,7 +177,7 @@ def step_functions() -> list[Patch]:
     """The interpreter's fixes, with one client per service in every interpreter module that imported moto's
     client factory (gap 11), and no list of finished threads in any that imported moto's (gap 23)."""
     shared = [
-        Patch(module, "boto_client_for", sfn._shared_boto_client_for, "gap 11")
+        Patch(module, "boto_client_for", sfn.shared_boto_client_for, "gap 11")
         for module in sfn.interpreter_client_modules()
     ]
     unkept = [Patch(module, "TMP_THREADS", UNKEPT, "gap 23") for module in sfn.thread_registry_modules()]
@@ -199,7 +199,7 @@ def step_function_timers(clock: Clock) -> list[Patch]:
 
 def dynamodb_atomic() -> list[Patch]:
     """Every item operation under the backend's lock (gap 14); PutItem and UpdateItem also note when what they
-    wrote expires, for the TTL sweeper (localcloud.pollers.ExpiryIndex)."""
+    wrote expires, for the TTL sweeper (localcloud.fixes.pollers.ExpiryIndex)."""
     noting = {"put_item": pollers.noting_expiry, "update_item": pollers.noting_expiry}
     return [
         Patch(DynamoDBBackend, name, atomic.serialised(DynamoDBBackend, name, noting.get(name)), "gap 14")

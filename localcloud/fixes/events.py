@@ -27,11 +27,11 @@ from croniter import croniter
 from jsonpath_ng.ext import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.events.models import EventsBackend, Rule, events_backends
 
-from localcloud import atomic
 from localcloud.clock import Clock
-from localcloud.pollers import Periodic
+from localcloud.fixes import atomic
+from localcloud.fixes.pollers import Periodic
 
-LOG = logging.getLogger("localcloud.events")
+LOG = logging.getLogger("localcloud.fixes.events")
 # A JSONPath is parsed once (jsonpath_ng builds a new parser for every parse); moto's interpreter uses it too.
 jsonpath = functools.lru_cache(maxsize=4096)(jsonpath_parse)
 
@@ -126,7 +126,7 @@ SendToDlq = Callable[[str, Any, dict[str, str]], None]
 
 
 def rule_delivery(deliver: Deliver, send_to_dlq: SendToDlq) -> Callable[..., None]:
-    """The replacement of `Rule.send_to_targets` (installed by localcloud/patches.py): Lambda and Step Functions
+    """The replacement of `Rule.send_to_targets` (installed by localcloud/fixes/patches.py): Lambda and Step Functions
     targets through `deliver`, SQS targets with their Input applied; the other targets are left to moto."""
 
     def send_to_targets(self: Rule, event: dict[str, Any], transform_input: bool = True) -> None:
@@ -182,8 +182,8 @@ def as_service() -> Iterator[None]:
 
 def put_events(self: EventsBackend, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """moto accepts any source; EventBridge refuses a client's `aws.*` one, so a forged service event cannot be
-    put offline either (gap 12). Under the backend's lock (gap 21, localcloud/atomic.py): moto iterates the bus's rules
-    and their targets, which a PutRule or PutTargets on another thread would change underneath."""
+    put offline either (gap 12). Under the backend's lock (gap 21, localcloud/fixes/atomic.py): moto iterates the bus's
+    rules and their targets, which a PutRule or PutTargets on another thread would change underneath."""
     with atomic.lock(self):
         if _as_service.get():
             return _original_put_events(self, events)  # type: ignore[no-any-return]
@@ -199,7 +199,7 @@ def fire(rule: Rule, event: dict[str, Any]) -> None:
     """Send a rule's own (scheduled) event to all its targets, without matching it against an event pattern."""
     send_all = getattr(Rule.send_to_targets, "all_targets", None)
     if send_all is None:
-        raise RuntimeError("the offline cloud's EventBridge delivery is not installed (localcloud/patches.py)")
+        raise RuntimeError("the offline cloud's EventBridge delivery is not installed (localcloud/fixes/patches.py)")
     send_all(rule, event)
 
 

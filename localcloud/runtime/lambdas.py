@@ -2,12 +2,12 @@
 
 moto without Docker answers every Invoke from `LambdaSimpleBackend.invoke`; that one method is the path of the
 Invoke API, Step Functions' `lambda:invoke` and moto's own callers, so it is replaced by a dispatcher to workers
-(`LambdaRuntime.moto_invoke`, installed by localcloud/patches.py).
+(`LambdaRuntime.moto_invoke`, installed by localcloud/fixes/patches.py).
 
 A worker is one execution environment: a process of the Lambda runtime interpreter (python3.13 with boto3 and
-nothing else, see `runtime_python`) running localcloud/lambda_bootstrap.py over the function's artifact directory,
-with the function's own Environment plus Lambda's reserved variables, and AWS_ENDPOINT_URL pointing at the offline
-cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
+nothing else, see `runtime_python`) running localcloud/runtime/lambda_bootstrap.py over the function's artifact
+directory, with the function's own Environment plus Lambda's reserved variables, and AWS_ENDPOINT_URL pointing at the
+offline cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
 - a worker serves one invocation at a time and stays warm for the next; concurrent invocations start more workers
   (cold starts: one for each invocation that finds none free, as many at once as the machine has cores, see
   FunctionPool) up to the function's ReservedConcurrentExecutions or the account limit, beyond which a synchronous
@@ -21,7 +21,7 @@ cloud (fake credentials, no shared config files: nothing in a worker can reach A
 - asynchronous invocations get Lambda's retries and on-failure destination;
 - stdout/stderr are the function's log stream: every line goes to `log(function_name, line)`, with START, END and
   REPORT lines (duration, init duration, max memory used) per invocation.
-Opt-in, for the chaos run: `LambdaRuntime.faults` (a localcloud.lambda_faults configuration) makes every worker
+Opt-in, for the chaos run: `LambdaRuntime.faults` (a localcloud.runtime.lambda_faults configuration) makes every worker
 inject faults at the wire under its SDK and crash now and then.
 Not emulated: layers, versions and aliases, provisioned concurrency, the 6 MB payload limit.
 """
@@ -50,11 +50,11 @@ from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
-from localcloud import lambda_faults
 from localcloud.account import ACCOUNT_ID
-from localcloud.build import PROJECT_ROOT
 from localcloud.httpapi import Credential
-from localcloud.lambda_bootstrap import LAYERS_ENV
+from localcloud.runtime import lambda_faults
+from localcloud.runtime.build import PROJECT_ROOT
+from localcloud.runtime.lambda_bootstrap import LAYERS_ENV
 
 LOG = logging.getLogger("localcloud.lambda")
 BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
@@ -487,7 +487,7 @@ class LambdaRuntime:
         self.retry_delay_seconds = retry_delay_seconds
         self.log: LogSink = log or (lambda name, line: LOG.info("[%s] %s", name, line))
         self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
-        self.faults = ""  # a localcloud.lambda_faults configuration (JSON) every worker injects; "" for none
+        self.faults = ""  # a localcloud.runtime.lambda_faults configuration (JSON) every worker injects; "" for none
         self.python = runtime_python()
         self.account_concurrency = ACCOUNT_CONCURRENCY
         # function name -> LoggingConfig (format, levels, group), which moto's Lambda does not keep (it keeps the rest)
@@ -502,8 +502,8 @@ class LambdaRuntime:
 
     # --- wiring into moto -------------------------------------------------------------------------------------
     def moto_invoke(self) -> Callable[..., bytes]:
-        """The replacement of `LambdaSimpleBackend.invoke` (installed by localcloud/patches.py): every Invoke, from
-        the API, Step Functions or moto itself, dispatched to this runtime."""
+        """The replacement of `LambdaSimpleBackend.invoke` (installed by localcloud/fixes/patches.py): every Invoke,
+        from the API, Step Functions or moto itself, dispatched to this runtime."""
         runtime = self
 
         def invoke(

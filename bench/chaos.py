@@ -1,15 +1,15 @@
 """Chaos: callback jobs on the offline cloud under a seeded, randomized fault load, accounted job by job.
 
-    python -m tests.bench.chaos --jobs 1000 --seed 7     # or: make chaos JOBS=1000 SEED=7
+    python -m bench.chaos --jobs 1000 --seed 7     # or: make chaos JOBS=1000 SEED=7
 
 Each run has an offline cloud of its own, in its own process: its workers inject faults, and nothing of it (moto's
 backends, the simulators, the default bus) is shared with another cloud.
 
-The jobs are tests/bench/callbacks.py's (a minimal waiting workflow registering through RegisterTokenFunction,
+The jobs are bench/callbacks.py's (a minimal waiting workflow registering through RegisterTokenFunction,
 completion events put on the default bus as Translate puts them, ResumeJobFunction resuming), with real Translate
 jobs behind them (the simulator, localcloud/simulators/translate.py: some COMPLETED, some FAILED, some
 COMPLETED_WITH_ERROR) so that the scheduled ReconcileJobsFunction can describe them. Faults:
-- at the wire under the SDK in every Lambda worker (localcloud/lambda_faults.py): throttling, 5xx, connection
+- at the wire under the SDK in every Lambda worker (localcloud/runtime/lambda_faults.py): throttling, 5xx, connection
   resets, answers lost after the write happened, and runtime crashes before or after the handler ran;
 - in the events (this file): completion events lost (the reconciler must find the job ended), put before the
   registration, duplicated, put late after the job's task closed (a copy, or a contrary status: a FAILED after a
@@ -36,14 +36,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.bench import machine
+from bench.callbacks import JobsResult, TranslateJobs, complete, dead_letter_count, run_jobs, waiting_machine
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
-from localcloud.lambda_faults import KINDS
+from localcloud.runtime.lambda_faults import KINDS
 from localcloud.simulators.translate import ACTIVE, EVENT_DETAIL_TYPE, EVENT_SOURCE, TranslateSimulator
-from tests.bench.bench import machine
-from tests.bench.callbacks import JobsResult, TranslateJobs, complete, dead_letter_count, run_jobs, waiting_machine
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / ".aws-sam" / "bench"
 CHAOS_MACHINE = "callback-kit-chaos-waiting"
 SPEEDUP = 60.0  # the reconciler's schedule (one simulated minute) fires every real second
@@ -53,7 +53,7 @@ PARAMETERS = {
     "ReconcileAfterSeconds": "2",
     "LogLevel": "WARNING",
 }
-# The wire faults of every worker (localcloud/lambda_faults.py), per AWS call or per invocation (crash).
+# The wire faults of every worker (localcloud/runtime/lambda_faults.py), per AWS call or per invocation (crash).
 WIRE_FAULTS = {"throttle": 0.05, "server_error": 0.02, "reset": 0.02, "lost_answer": 0.02, "crash": 0.02}
 
 

@@ -6,7 +6,7 @@ may import the standard library only: nothing of the offline cloud, moto or the 
 so a module missing from the package and its layers fails here as it fails on AWS. The one exception is opt-in: with
 LOCALCLOUD_FAULTS set, it loads lambda_faults.py beside it by path (the chaos run's faults at the wire, see that file).
 
-Protocol with localcloud.lambdas, one JSON document per line on the two file descriptors given as arguments:
+Protocol with localcloud.runtime.lambdas, one JSON document per line on the two file descriptors given as arguments:
     worker -> parent  {"init": {"ms": ...}} or {"init": {"ms": ..., "error": {...}}}  (then the worker exits)
     parent -> worker  {"requestId", "event", "deadlineMs", "traceId", "functionArn"}
     worker -> parent  {"result": ...} or {"error": {"errorMessage", "errorType", "requestId", "stackTrace"}}

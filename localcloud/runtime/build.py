@@ -20,8 +20,8 @@ from typing import Any
 
 from samtranslator.yaml_helper import yaml_parse
 
-LOG = logging.getLogger("localcloud.build")
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+LOG = logging.getLogger("localcloud.runtime.build")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FINGERPRINT = ".localcloud-fingerprint"
 
 
