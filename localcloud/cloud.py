@@ -196,7 +196,11 @@ class LocalCloud:
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
         self.runtime = LambdaRuntime(
-            build_dir(config.template), config.region, config.async_retry_delay_seconds, self._function_log_line
+            build_dir(config.template),
+            config.region,
+            self.account,
+            config.async_retry_delay_seconds,
+            self._function_log_line,
         )
         if config.faults:
             lambda_faults.parse(config.faults)  # a bad configuration fails here, not in every worker

@@ -10,9 +10,10 @@ directory, with the function's own Environment plus Lambda's reserved variables,
 offline cloud (fake credentials, no shared config files: nothing in a worker can reach AWS). As on Lambda:
 - a worker serves one invocation at a time and stays warm for the next; concurrent invocations start more workers
   (cold starts: one for each invocation that finds none free, as many at once as the machine has cores, see
-  FunctionPool) up to the function's ReservedConcurrentExecutions or the account limit, beyond which a synchronous
-  invoke is throttled (TooManyRequestsException, 429) and an asynchronous one waits for a free worker; here a pool
-  also stops growing at ENVIRONMENTS_PER_CORE per core of the machine, where further invocations wait for a worker;
+  FunctionPool) up to the function's ReservedConcurrentExecutions; functions without one share what the account's
+  quota leaves unreserved (AccountConcurrency: 10 in a new account, for all of them together). Beyond either, a
+  synchronous invoke is throttled (TooManyRequestsException, 429) and an asynchronous one waits; here a pool also
+  stops growing at ENVIRONMENTS_PER_CORE per core of the machine, where further invocations wait for a worker;
 - the handler is imported once per worker (init); an import error is `Runtime.ImportModuleError`;
 - Timeout kills the worker (`Sandbox.Timedout`), MemorySize is a limit on the worker's resident memory
   (`Runtime.OutOfMemory`), a worker that exits mid-invocation is `Runtime.ExitError`;
@@ -23,7 +24,7 @@ offline cloud (fake credentials, no shared config files: nothing in a worker can
   REPORT lines (duration, init duration, max memory used) per invocation.
 Opt-in, for the chaos run: `LambdaRuntime.faults` (a localcloud.runtime.lambda_faults configuration) makes every worker
 inject faults at the wire under its SDK and crash now and then.
-Not emulated: layers, versions and aliases, provisioned concurrency, the 6 MB payload limit.
+Not emulated: versions and aliases, provisioned concurrency, the 6 MB payload limit.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
-from localcloud.account import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID, Account
 from localcloud.httpapi import Credential
 from localcloud.runtime import lambda_faults
 from localcloud.runtime.build import PROJECT_ROOT
@@ -58,7 +59,6 @@ from localcloud.runtime.lambda_bootstrap import LAYERS_ENV
 
 LOG = logging.getLogger("localcloud.lambda")
 BOOTSTRAP = Path(__file__).with_name("lambda_bootstrap.py")
-ACCOUNT_CONCURRENCY = 1000  # Lambda's default account limit of concurrent executions per Region
 INIT_LIMIT_SECONDS = 10.0  # Lambda's limit on a function's init phase
 # How many environments a function's pool grows to per core of the machine (Lambda: one per concurrent invocation, up
 # to the function's limit). An environment takes ~60 MB, and beyond a few per core more of them only share the cores,
@@ -340,6 +340,34 @@ class Worker:
                     os.close(fd)
 
 
+class AccountConcurrency:
+    """The account's unreserved concurrency: every function without a reservation draws on it, together. Lambda runs
+    at most the Region's quota less what functions reserve at once across them all (a new account's quota is 10); an
+    invocation beyond it is throttled (Reason ConcurrentInvocationLimitExceeded), or waits when `wait` (an
+    asynchronous one, in Lambda's queue)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._in_use = 0
+        self._freed = threading.Condition()
+
+    def acquire(self, function_name: str, wait: bool) -> None:
+        with self._freed:
+            while self._in_use >= self.limit:
+                if not wait:
+                    raise Throttled(
+                        f"Rate Exceeded. {function_name}: the account's {self.limit} unreserved concurrent executions "
+                        "are in use"
+                    )
+                self._freed.wait()
+            self._in_use += 1
+
+    def release(self) -> None:
+        with self._freed:
+            self._in_use -= 1
+            self._freed.notify()
+
+
 class FunctionPool:
     """The execution environments of one function: warm workers are reused, more start up to `limit`.
 
@@ -358,9 +386,11 @@ class FunctionPool:
         start_worker: Callable[[FunctionSpec], Worker],
         starts_at_once: int = 1,
         most: int | None = None,
+        account: AccountConcurrency | None = None,
     ) -> None:
         self.spec = spec
         self.limit = limit
+        self.account = account  # the shared unreserved concurrency, for a function without a reservation
         self.most = min(limit, most or limit)
         self.starts_at_once = starts_at_once
         self._start_worker = start_worker
@@ -376,15 +406,21 @@ class FunctionPool:
 
     def invoke(self, event: Any, wait: bool) -> Any:
         request_id = str(uuid.uuid4())
+        if self.account:
+            self.account.acquire(self.spec.name, wait)
         try:
-            worker = self._acquire(wait)
-        except FunctionError as exc:
-            exc.payload["requestId"] = exc.payload.get("requestId") or request_id
-            raise
-        try:
-            return worker.invoke(event, request_id, self.spec.arn)
+            try:
+                worker = self._acquire(wait)
+            except FunctionError as exc:
+                exc.payload["requestId"] = exc.payload.get("requestId") or request_id
+                raise
+            try:
+                return worker.invoke(event, request_id, self.spec.arn)
+            finally:
+                self._release(worker)
         finally:
-            self._release(worker)
+            if self.account:
+                self.account.release()
 
     @property
     def in_flight(self) -> int:
@@ -481,15 +517,23 @@ class FunctionPool:
 class LambdaRuntime:
     """Dispatches invocations of the deployed functions to worker processes running their built artifacts."""
 
-    def __init__(self, root: Path, region: str, retry_delay_seconds: float = 1.0, log: LogSink | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        region: str,
+        account: Account,
+        retry_delay_seconds: float = 1.0,
+        log: LogSink | None = None,
+    ) -> None:
         self.root = root
         self.region = region
+        self.account = account
         self.retry_delay_seconds = retry_delay_seconds
         self.log: LogSink = log or (lambda name, line: LOG.info("[%s] %s", name, line))
         self.endpoint = ""  # the offline cloud's AWS endpoint, set before the first invoke
         self.faults = ""  # a localcloud.runtime.lambda_faults configuration (JSON) every worker injects; "" for none
         self.python = runtime_python()
-        self.account_concurrency = ACCOUNT_CONCURRENCY
+        self.unreserved = AccountConcurrency(account.profile.lambda_concurrency)
         # function name -> LoggingConfig (format, levels, group), which moto's Lambda does not keep (it keeps the rest)
         self.logging_configs: dict[str, dict[str, str]] = {}
         self.async_configs: dict[str, AsyncConfig] = {}
@@ -617,9 +661,17 @@ class LambdaRuntime:
                 code_dir = (self.root / fn.code["S3Key"]).resolve()
                 spec = FunctionSpec.of(fn, code_dir, self.logging_configs.get(fn.function_name, {}), self.layers(fn))
                 reserved = fn.reserved_concurrency  # ReservedConcurrentExecutions, as CloudFormation or the API set it
-                limit = self.account_concurrency if reserved is None else int(reserved)
+                # what the Region's functions reserve now (a later stack's may reserve more) is not the others'
+                unreserved = self.account.profile.lambda_concurrency - sum(self.account.reserved(self.region).values())
+                self.unreserved.limit = unreserved
+                limit = unreserved if reserved is None else int(reserved)
                 pool = self._pools[fn.function_name] = FunctionPool(
-                    spec, limit, self._start_worker, self.cores, ENVIRONMENTS_PER_CORE * self.cores
+                    spec,
+                    limit,
+                    self._start_worker,
+                    self.cores,
+                    ENVIRONMENTS_PER_CORE * self.cores,
+                    self.unreserved if reserved is None else None,
                 )
             return pool
 

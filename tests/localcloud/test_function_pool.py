@@ -6,10 +6,14 @@ positive signal, not for time to pass."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from localcloud.runtime.lambdas import FunctionPool, Throttled
+import pytest
+
+from localcloud.account import ESTABLISHED, NEW, Account, AccountProfile
+from localcloud.runtime.lambdas import AccountConcurrency, FunctionPool, LambdaRuntime, Throttled
 from tests.localcloud.simulated import wait_for
 
 
@@ -221,3 +225,49 @@ def test_the_environment_started_for_an_invocation_is_its_own_and_a_later_one_is
         # Then the second is throttled, and the first runs in the environment started for it
         assert isinstance(second, Throttled)
         assert (first, cold_starts) == (1, 1)
+
+
+def test_functions_without_a_reservation_share_the_accounts_unreserved_concurrency() -> None:
+    # Given two functions of a new account (quota 10, nothing reserved), with 6 and 4 invocations running
+    unreserved = AccountConcurrency(limit=10)
+    workers: list[HeldWorker] = []
+
+    def start_worker(spec: Any) -> HeldWorker:
+        worker = HeldWorker(len(workers) + 1)
+        worker.release.clear()  # every invocation runs until the test ends it
+        workers.append(worker)
+        return worker
+
+    pools = [
+        FunctionPool(SimpleNamespace(name=name, arn=f"arn:{name}"), 1000, start_worker, account=unreserved)  # type: ignore[arg-type]
+        for name in ("resume", "register")
+    ]
+    running = [threading.Thread(target=pools[0].invoke, args=({}, False)) for _ in range(6)]
+    running += [threading.Thread(target=pools[1].invoke, args=({}, False)) for _ in range(4)]
+    for thread in running:
+        thread.start()
+    wait_for(lambda: len(workers) == 10, timeout=10, what="ten invocations running")
+    # When each function is invoked once more, synchronously, though each is far below its own limit
+    # Then both are throttled, as Lambda throttles the account's eleventh concurrent execution
+    for pool in pools:
+        with pytest.raises(Throttled, match="Rate Exceeded"):
+            pool.invoke({}, wait=False)
+    # And an asynchronous invocation waits for a free execution, then runs on it
+    queued: list[int] = []
+    later = threading.Thread(target=lambda: queued.append(pools[1].invoke({}, wait=True)))
+    later.start()
+    assert queued == [] and len(workers) == 10
+    workers[0].release.set()  # one of the first function's invocations ends
+    wait_for(lambda: len(workers) == 11, timeout=10, what="the queued invocation's environment")
+    workers[10].release.set()
+    later.join(timeout=10)
+    assert queued == [11]
+    for worker in workers:
+        worker.release.set()
+    for thread in running:
+        thread.join(timeout=10)
+
+
+@pytest.mark.parametrize(("profile", "unreserved"), [(NEW, 10), (ESTABLISHED, 1000)])
+def test_the_runtime_shares_the_quota_of_its_accounts_profile(profile: AccountProfile, unreserved: int) -> None:
+    assert LambdaRuntime(Path("."), "us-east-1", Account(profile)).unreserved.limit == unreserved

@@ -29,6 +29,7 @@ from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 
+from localcloud.account import Account
 from localcloud.clock import Clock
 from localcloud.fixes import patches
 from localcloud.runtime.lambdas import LambdaRuntime
@@ -41,7 +42,7 @@ def _attributes(installed: patches.Patches) -> dict[tuple[int, str], Any]:
 
 @pytest.fixture
 def offline_patches(tmp_path: Any) -> patches.Patches:
-    runtime = LambdaRuntime(tmp_path, "us-east-1")
+    runtime = LambdaRuntime(tmp_path, "us-east-1", Account())
     return patches.offline_cloud(runtime, lambda arn, payload: None, lambda arn, payload, attributes: None, Clock())
 
 
