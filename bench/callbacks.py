@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from moto.dynamodb.models import DynamoDBBackend
@@ -34,6 +35,8 @@ from localcloud.fixes.events import as_service
 from localcloud.runtime.lambdas import Worker
 from localcloud.simulators.translate import TranslateSimulator
 from shared.callback.tokens import job_key
+
+ROOT = Path(__file__).resolve().parents[1]
 
 WAITING_MACHINE = "callback-kit-bench-waiting"
 INPUT, OUTPUT = "s3://callback-jobs-input/documents/", "s3://callback-jobs-output/translations/"
@@ -73,12 +76,29 @@ def function_name(cloud: LocalCloud, logical_id: str) -> str:
     return next(r.physical_id for r in cloud.stack.of_type("AWS::Lambda::Function") if r.logical_id == logical_id)
 
 
-def wait_for_job(
-    cloud: LocalCloud, job_id_path: str, timeout_seconds: int, retry: list[dict[str, Any]] | None = None
-) -> dict[str, Any]:
+def registration_retry() -> list[dict[str, Any]]:
+    """The Retry of the documents workflow's Translate registration (statemachines/documents.asl.json): a throttled
+    or failed registration (a new account runs ten Lambda invocations at once) is tried again as the stack's is."""
+
+    def tasks(node: Any) -> Iterator[dict[str, Any]]:
+        if isinstance(node, dict):
+            if node.get("Parameters", {}).get("FunctionName") == "${RegisterTokenFunctionArn}":
+                yield node
+            for value in node.values():
+                yield from tasks(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from tasks(value)
+
+    definition = json.loads((ROOT / "statemachines" / "documents.asl.json").read_text())
+    task = next(t for t in tasks(definition) if t["Parameters"]["Payload"]["service"] == "translate")
+    return list(task.get("Retry", []))
+
+
+def wait_for_job(cloud: LocalCloud, job_id_path: str, timeout_seconds: int) -> dict[str, Any]:
     """The task state that waits for a job's callback, as the stack's workflows wait: RegisterTokenFunction stores
     its token under the job id read at `job_id_path`, for `timeout_seconds` on the cloud's clock, the registration
-    retried as `retry` says (an ASL Retry; default none)."""
+    retried as the documents workflow retries it."""
     return {
         "Type": "Task",
         "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
@@ -95,23 +115,18 @@ def wait_for_job(
             },
         },
         "TimeoutSeconds": timeout_seconds,
-        **({"Retry": retry} if retry else {}),
+        "Retry": registration_retry(),
     }
 
 
-def waiting_machine(
-    cloud: LocalCloud,
-    timeout_seconds: int | None = None,
-    name: str = WAITING_MACHINE,
-    retry: list[dict[str, Any]] | None = None,
-) -> str:
+def waiting_machine(cloud: LocalCloud, timeout_seconds: int | None = None, name: str = WAITING_MACHINE) -> str:
     """A state machine with one task that waits for the callback of the job in its input (created once per cloud and
     name): `wait_for_job` for `timeout_seconds` (default: ten real minutes at the cloud's speed-up)."""
     sfn = cloud.client("stepfunctions")
     for machine in sfn.list_state_machines()["stateMachines"]:
         if machine["name"] == name:
             return str(machine["stateMachineArn"])
-    waiting = wait_for_job(cloud, "$.jobId", timeout_seconds or round(600 * cloud.clock.speedup), retry)
+    waiting = wait_for_job(cloud, "$.jobId", timeout_seconds or round(600 * cloud.clock.speedup))
     definition = {"StartAt": "WaitForJob", "States": {"WaitForJob": {**waiting, "End": True}}}
     created = sfn.create_state_machine(
         name=name,

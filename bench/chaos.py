@@ -31,7 +31,6 @@ import random
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,25 +135,6 @@ def chaos_config(seed: int, wire: dict[str, float] | None = None, **overrides: A
     return CloudConfig(**(values | overrides))
 
 
-def registration_retry() -> list[dict[str, Any]]:
-    """The Retry of the documents workflow's Translate registration (statemachines/documents.asl.json), so that the
-    chaos workflow registers exactly as the real one does."""
-
-    def tasks(node: Any) -> Iterator[dict[str, Any]]:
-        if isinstance(node, dict):
-            if node.get("Parameters", {}).get("FunctionName") == "${RegisterTokenFunctionArn}":
-                yield node
-            for value in node.values():
-                yield from tasks(value)
-        elif isinstance(node, list):
-            for value in node:
-                yield from tasks(value)
-
-    definition = json.loads((ROOT / "statemachines" / "documents.asl.json").read_text())
-    task = next(t for t in tasks(definition) if t["Parameters"]["Payload"]["service"] == "translate")
-    return list(task.get("Retry", []))
-
-
 def run_chaos(
     cloud: LocalCloud,
     jobs: int,
@@ -165,7 +145,7 @@ def run_chaos(
     """Run `jobs` callback jobs under the event faults (and the cloud's wire faults); account them."""
     translate_jobs = TranslateJobs(cloud, delay_seconds=0, drop_events=True)  # jobs end at once; their events are
     simulator = translate_jobs.simulator  # this run's to put (or lose)
-    machine_arn = waiting_machine(cloud, name=CHAOS_MACHINE, retry=registration_retry())
+    machine_arn = waiting_machine(cloud, name=CHAOS_MACHINE)
     rng = random.Random(seed)
     plans: dict[str, Plan] = {}
     late: list[tuple[str, str]] = []  # (job id, status) put once every task has closed

@@ -28,7 +28,6 @@ from typing import Any
 
 from bench.bench import machine
 from bench.callbacks import CLOSES, TranslateJobs, run_jobs, waiting_machine
-from bench.chaos import registration_retry
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
 
@@ -77,10 +76,10 @@ def recovery_config(**overrides: Any) -> CloudConfig:
 
 
 def heartbeat_machine(cloud: LocalCloud, heartbeat_seconds: float) -> str:
-    """callbacks.py's waiting workflow (with the documents workflow's registration Retry), its task waiting with
+    """callbacks.py's waiting workflow, its task waiting with
     HeartbeatSeconds (on the cloud's clock) and registering them, as the documents workflow's tasks do."""
     sfn = cloud.client("stepfunctions")
-    base = waiting_machine(cloud, name=f"{RECOVERY_MACHINE}-base", retry=registration_retry())
+    base = waiting_machine(cloud, name=f"{RECOVERY_MACHINE}-base")
     definition = json.loads(sfn.describe_state_machine(stateMachineArn=base)["definition"])
     task = definition["States"]["WaitForJob"]
     task["HeartbeatSeconds"] = round(heartbeat_seconds * cloud.clock.speedup)

@@ -36,11 +36,10 @@ from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.path import result_path
 from moto.stepfunctions.parser.asl.component.program.program import Program
+from moto.stepfunctions.parser.asl.component.state import state
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import state_task_service_aws_sdk
-from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import StateTaskService
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
@@ -51,6 +50,7 @@ from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wai
 from moto.stepfunctions.parser.asl.eval import environment
 from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils import json_path
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -148,25 +148,28 @@ SPEED = (
 
 STEP_FUNCTIONS = (
     Patch(StateTaskServiceAwsSdk, "_normalise_parameters", sfn.normalise_parameters, "gap 1"),
-    Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn.normalise_response, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_response", sfn.sdk_normalise_response, "gaps 1, 33"),
     Patch(StateTaskServiceSfn, "_normalise_parameters", sfn.sfn_normalise_parameters, "gap 1"),
     Patch(StateTaskServiceSfn, "_normalise_response", sfn.normalise_response, "gap 1"),
-    Patch(StateTaskService, "_SERVICE_NAME_SFN_TO_BOTO_OVERRIDES", sfn.SDK_SERVICE_NAMES, "gap 1"),
-    Patch(state_task_service_aws_sdk, "_SERVICE_ERROR_NAMES", sfn.SDK_ERROR_PREFIXES, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_get_boto_service_name", sfn.sdk_boto_service_name, "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_service_error_name", staticmethod(sfn.sdk_error_prefix), "gap 1"),
+    Patch(StateTaskServiceAwsSdk, "_normalise_exception_name", staticmethod(sfn.sdk_error_name), "gap 1"),
     Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn.setup_heartbeat_endpoint, "gap 3"),
     Patch(ExecutionWorker, "stop", sfn.stop, "gap 4"),
-    Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gap 4"),
+    Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gaps 4, 34"),
     Patch(StepFunctionsParserBackend, "start_execution", sfn.start_execution, "gaps 5, 24"),
     Patch(StepFunctionResponse, "send_task_failure", sfn.send_task_failure, "gap 7"),
     Patch(BaseExecutionWorkerCommunication, "terminated", sfn.terminated, "gap 8"),
     Patch(Execution, "__init__", sfn.execution_init, "gap 8"),
     Patch(Execution, "start", sfn.execution_start, "gap 8"),
-    Patch(ExecutionWorker, "_get_evaluation_environment", sfn.evaluation_environment, "gap 9"),
+    Patch(ExecutionWorker, "_get_evaluation_environment", sfn.evaluation_environment, "gaps 9, 32"),
+    Patch(state, "StateData", sfn.entered_state, "gap 32"),  # what a state writes to $$.State as it is entered
     Patch(CallbackPoolManager, "add", sfn.pool_add, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_success", sfn.send_task_success_by_key, "gap 10"),
-    Patch(StepFunctionsParserBackend, "send_task_failure", sfn.send_task_failure_by_key, "gap 10"),
+    Patch(StepFunctionsParserBackend, "send_task_success", sfn.send_task_success_by_key, "gaps 10, 30"),
+    Patch(StepFunctionsParserBackend, "send_task_failure", sfn.send_task_failure_by_key, "gaps 10, 30"),
     Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn.send_task_heartbeat_by_key, "gaps 10, 28"),
     Patch(BranchWorker, "_thread_routine", sfn.branch_routine, "gap 13"),
+    Patch(Preprocessor, "__init__", sfn.own_query_language_scopes, "gap 31"),  # one ASL parse's own scopes
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn.evaluation_entrypoint, "speed"),
     Patch(Program, "eval", sfn.program_eval, "speed"),
     Patch(StateMachine, "_handle_name_input_idempotency", sfn.name_idempotency, "speed"),

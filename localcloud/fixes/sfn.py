@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import re
 import sys
 import threading
 import time
 import uuid
 import weakref
 from collections.abc import Callable
-from datetime import UTC
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -28,7 +29,16 @@ from moto.core.responses import EmptyResult
 from moto.events.models import events_backends
 from moto.settings import moto_server_port
 from moto.stepfunctions.models import StateMachine
-from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, TaskDoesNotExist, TaskTimedOut
+from moto.stepfunctions.parser.api import (
+    ExecutionStatus,
+    HistoryEventType,
+    InvalidToken,
+    TaskDoesNotExist,
+    TaskTimedOut,
+)
+from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEventException
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
+from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.program.program import Program
@@ -52,6 +62,7 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils import boto_client
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
@@ -64,20 +75,101 @@ from localcloud.moto_state import callback_endpoints
 
 LOG = logging.getLogger("localcloud.fixes.sfn")
 
-# Gap 1 (names): AWS names an aws-sdk integration's service after its SDK client (`bedrockdataautomationruntime`) and
-# prefixes its errors with that client's name (`BedrockDataAutomationRuntime.ServiceQuotaExceededException`); moto
-# knows boto3's name only for Step Functions, and the error prefix only for DynamoDB and Step Functions.
-SDK_SERVICE_NAMES = {
-    "sfn": "stepfunctions",
-    "states": "stepfunctions",
-    "bedrockdataautomationruntime": "bedrock-data-automation-runtime",
-}
-SDK_ERROR_PREFIXES = {
-    "dynamodb": "DynamoDb",
-    "macie2": "Macie2",  # the documents workflow's CheckMacie catches Macie2.AccessDeniedException (Macie is off)
-    "sfn": "Sfn",
-    "bedrockdataautomationruntime": "BedrockDataAutomationRuntime",
-}
+
+# Gap 1 (names): Step Functions runs aws-sdk integrations on the AWS SDK for Java v2 and names them after its clients:
+# the resource's service is the client's package (`arn:aws:states:::aws-sdk:sfn:...`, `...:bedrockdataautomationruntime:
+# ...`) and an error is `<client name>.<exception class>` (`Sfn.ExecutionDoesNotExistException`, `S3.S3Exception` for
+# an error the model does not name). moto knows boto3's name for Step Functions only and the client name for DynamoDB
+# and Step Functions only: every other service's errors kept its lower-case name (`translate.TooManyRequestsException`),
+# so no Retry or Catch on them matched. The names are derived here for every service botocore has, from the serviceId
+# of its model, which the Java SDK's code generator reads too (aws/aws-sdk-java-v2: codegen/.../naming/
+# DefaultNamingStrategy.java getServiceName, getClientPackageName, getExceptionName; utils/.../internal/
+# CodegenNamingUtils.java splitOnWordBoundaries, pascalCase). AWS's documented examples (Step Functions developer
+# guide, supported-services-awssdk): `aws-sdk:acmpca` fails with `AcmPca.ResourceNotFoundException`, and S3's
+# BucketAlreadyExists is `S3.BucketAlreadyExistsException`.
+def _words(name: str) -> list[str]:
+    """CodegenNamingUtils.splitOnWordBoundaries: `SageMaker A2I Runtime` -> SageMaker, A2, I, Runtime."""
+    text = re.sub(r"[^A-Za-z0-9]+", " ", name)
+    text = re.sub(r"([^a-z]{2,})v([0-9]+)", r"\1 v\2 ", text)  # a version: SESv2 -> SES v2
+    text = re.sub(r"([^A-Z]{2,})V([0-9]+)", r"\1 V\2 ", text)
+    text = re.sub(r"(?<=[a-z])(?=[A-Z][a-zA-Z0-9])", " ", text)  # camelCase
+    text = re.sub(r"([A-Z]+)([A-Z][a-z])", r"\1 \2", text)  # an acronym: ACMSuccess -> ACM Success
+    text = re.sub(r"([0-9])([a-zA-Z])", r"\1 \2", text)
+    return text.split()
+
+
+def pascal_case(name: str) -> str:
+    """CodegenNamingUtils.pascalCase: each word lower-cased, its first letter capitalised (`DynamoDB` -> DynamoDb)."""
+    return "".join(word.lower().capitalize() for word in _words(name))
+
+
+def sdk_client_name(service_id: str) -> str:
+    """DefaultNamingStrategy.getServiceName: the Java client's name (without `Client`) for a model's serviceId
+    (`SFN` -> Sfn, `CloudWatch Logs` -> CloudWatchLogs, `Database Migration Service` -> DatabaseMigration). Its
+    package, lower-cased, is the service's name in an aws-sdk resource."""
+    return pascal_case(service_id).removeprefix("Amazon").removeprefix("Aws").removesuffix("Service")
+
+
+def sdk_exception_name(shape: str) -> str:
+    """DefaultNamingStrategy.getExceptionName: the Java exception class of a modelled error shape (`NoSuchKey` ->
+    NoSuchKeyException, `EC2ThrottledException` -> Ec2ThrottledException, `ResourceNotFoundFault` ->
+    ResourceNotFoundException)."""
+    if shape.endswith("Fault"):
+        return pascal_case(shape.removesuffix("Fault")) + "Exception"
+    return pascal_case(shape) + ("" if shape.endswith("Exception") else "Exception")
+
+
+def _client_names(services: list[str]) -> dict[str, str]:
+    """The Java client name of each boto3 service, from its model's serviceId (read by a new session's loader, which
+    is freed with it: a kept loader would keep every model it read)."""
+    loader = botocore.session.get_session().get_component("data_loader")
+    return {
+        name: sdk_client_name(loader.load_service_model(name, "service-2")["metadata"]["serviceId"])
+        for name in services
+    }
+
+
+@atomic.built_once
+def _every_client_name() -> dict[str, str]:
+    """Every botocore service's Java client name (reading every model: about 2 s, done once)."""
+    return _client_names(botocore.session.get_session().get_available_services())
+
+
+@atomic.built_once
+def sdk_service(sdk_name: str) -> tuple[str, str] | None:
+    """(boto3's service name, the Java client name) of the service an aws-sdk resource names `sdk_name`; None if no
+    SDK client has that name. Most services are boto3's service of that name, or of that name without its hyphens
+    (`bedrock-data-automation-runtime`): those are checked first, reading one model; the others (`sfn`, boto3's
+    `stepfunctions`) read every model once."""
+    likely = [
+        name for name in botocore.session.get_session().get_available_services() if name.replace("-", "") == sdk_name
+    ]
+    for names in (lambda: _client_names(likely), _every_client_name):
+        found = next(((boto, client) for boto, client in names().items() if client.lower() == sdk_name), None)
+        if found:
+            return found
+    return None
+
+
+def sdk_boto_service_name(self: StateTaskServiceAwsSdk, boto_service_name: str | None = None) -> str:
+    """Gap 1: boto3's name of an aws-sdk resource's service (`sfn` -> stepfunctions); a name no SDK client has stays
+    as it is (boto3 refuses it, as AWS refuses the state machine)."""
+    name = boto_service_name or self.resource.api_name
+    found = sdk_service(name)
+    return found[0] if found else name
+
+
+def sdk_error_prefix(service_name: str) -> str:
+    """Gap 1: the prefix of an aws-sdk resource's errors, its Java client name (`macie2` -> Macie2)."""
+    found = sdk_service(service_name)
+    return found[1] if found else service_name
+
+
+def sdk_error_name(prefix: str, error: Exception) -> str:
+    """Gap 1: a service's error as the Java SDK raises it: a modelled error as its exception class (botocore names
+    the error's class after its shape), any other as the client's own (`S3.S3Exception` for S3's SlowDown)."""
+    shape = type(error).__name__
+    return f"{prefix}.{prefix}Exception" if shape == "ClientError" else f"{prefix}.{sdk_exception_name(shape)}"
 
 
 @atomic.built_once
@@ -113,6 +205,37 @@ def normalise_response(
     shape = _operation_model(service, self._get_boto_service_action(service_action_name)).output_shape
     if shape is not None:
         self._from_boto_response(response, shape)
+
+
+def aws_timestamp(moment: datetime) -> str:
+    """A time as Step Functions writes it into state data: UTC to the millisecond, with `Z` (the context object's
+    documented example: 2019-03-26T20:14:13.192Z)."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _timestamps_as_text(value: Any) -> Any:
+    """`value` with every datetime in it (in place, at any depth) as an `aws_timestamp` string."""
+    if isinstance(value, datetime):
+        return aws_timestamp(value)
+    if isinstance(value, dict):
+        for key, member in value.items():
+            value[key] = _timestamps_as_text(member)
+    elif isinstance(value, list):
+        value[:] = [_timestamps_as_text(member) for member in value]
+    return value
+
+
+def sdk_normalise_response(
+    self: StateTaskServiceAwsSdk,
+    response: Any,
+    boto_service_name: str | None = None,
+    service_action_name: str | None = None,
+) -> None:
+    """Gap 33: an aws-sdk result's timestamps are ISO 8601 strings on AWS (the JSON it records); moto kept boto3's
+    datetime objects in the state data, so DescribeExecution of an execution whose output held one failed ("Object of
+    type datetime is not JSON serializable") and the history wrote them in Python's own form (+00:00)."""
+    normalise_response(self, response, boto_service_name, service_action_name)
+    _timestamps_as_text(response)
 
 
 _original_sfn_normalise_parameters = StateTaskServiceSfn._normalise_parameters
@@ -166,13 +289,30 @@ def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
     The woken callback waiter finds no outcome and raises a timeout; moto would record it as TaskTimedOut and its
     `Environment.set_error` would overwrite the stopped program state. Once the execution is stopped, drop the
     failure: the state then returns early and the program records ExecutionAborted.
+
+    Gap 34: a States.Runtime failure that moto raises as the execution's own (a TimeoutSecondsPath or
+    HeartbeatSecondsPath that resolves to nothing) ends the execution, as on AWS, where States.Runtime is never retried
+    or caught. moto handed it to the state's Retry and Catch like a task's failure, recording it as the state's event
+    first: two ExecutionFailed events, or one in the middle of an execution that a Catch on States.ALL then went on
+    with. It ends the program here instead, which records the one ExecutionFailed.
     """
     try:
         _original_evaluate_with_timeout(self, env)
-    except Exception:
+    except Exception as failure:
         if isinstance(env.program_state(), ProgramStopped):
             return
+        if isinstance(failure, FailureEventException) and _ends_the_execution(failure):
+            env.set_error(failure.get_execution_failed_event_details())  # what the program does with it, uncaught
+            return
         raise
+
+
+_RUNTIME_ERROR = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
+
+
+def _ends_the_execution(failure: FailureEventException) -> bool:
+    event = failure.failure_event
+    return event.event_type == HistoryEventType.ExecutionFailed and event.error_name == _RUNTIME_ERROR
 
 
 _original_terminated = BaseExecutionWorkerCommunication.terminated
@@ -244,16 +384,25 @@ _original_evaluation_environment = ExecutionWorker._get_evaluation_environment
 
 def evaluation_environment(self: ExecutionWorker) -> Environment:
     """Gap 9: the context object's `$$.Execution.StartTime` is a datetime object, which breaks any task that
-    serialises it (e.g. a DynamoDB attribute value); AWS gives an ISO 8601 string such as 2026-11-21T10:00:00.123Z."""
+    serialises it (e.g. a DynamoDB attribute value); AWS gives an ISO 8601 string such as 2026-11-21T10:00:00.123Z.
+
+    Gap 32: `$$.Execution.RedriveCount` is missing; AWS documents it, 0 until the execution is redriven (moto has no
+    RedriveExecution, so it stays 0, and RedriveTime, which AWS gives only to a redriven execution, never appears)."""
     env = _original_evaluation_environment(self)
     env.callback_pool_manager.localcloud_execution = self._execution_communication.execution  # type: ignore[attr-defined]
     execution = env.states.context_object.context_object_data["Execution"]
     start = execution.get("StartTime")
-    if hasattr(start, "astimezone"):
-        execution["StartTime"] = (
-            start.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{start.microsecond // 1000:03d}Z"
-        )
+    if isinstance(start, datetime):
+        execution["StartTime"] = aws_timestamp(start)
+    execution["RedriveCount"] = 0  # type: ignore[typeddict-unknown-key]
     return env
+
+
+def entered_state(**fields: Any) -> dict[str, Any]:
+    """Gap 32: `$$.State` as AWS gives it. moto writes EnteredTime with Python's isoformat (microseconds, +00:00),
+    which the workflows store beside times the application writes in AWS's form (the status log's sort key), and sets
+    RetryCount, part of AWS's documented `$$.State`, only in the states that can retry (a Pass state's had none)."""
+    return {"RetryCount": 0, **fields, "EnteredTime": aws_timestamp(datetime.fromisoformat(fields["EnteredTime"]))}
 
 
 _original_start_execution = StepFunctionsParserBackend.start_execution
@@ -323,9 +472,35 @@ def _send(pool: CallbackPoolManager, signal: Callable[[], bool]) -> None:
     raise InvalidToken()
 
 
+class TaskClosed(TaskTimedOut):
+    """AWS's answer to SendTaskSuccess/SendTaskFailure for a task that already has its outcome, worded as AWS words
+    it. moto's own TaskTimedOut cannot be raised as it is: it needs a message, and it carries no error code (a client
+    would read an empty one)."""
+
+    def __init__(self) -> None:
+        super().__init__("Task Timed Out: 'Provided task does not exist anymore'", "TaskTimedOut")
+
+
+# One lock for every close: what it guards (a look at the endpoint and setting its outcome) takes microseconds.
+_closing = threading.Lock()
+
+
+def _close(pool: CallbackPoolManager, token: str, outcome: CallbackOutcomeSuccess | CallbackOutcomeFailure) -> bool:
+    """Gap 30: a task takes one outcome, the first. moto's notify sets the endpoint's outcome whatever it holds, so
+    every SendTaskSuccess/SendTaskFailure of a task was answered success until its execution ended (8 callers at
+    once: 8 successes, every time, and the task went on with whichever outcome was set last). The look and the set are
+    one step here, so of callers racing on one token exactly one closes the task and the others hear TaskTimedOut,
+    as on AWS."""
+    with _closing:
+        endpoint = pool.get(token)
+        if endpoint is not None and endpoint.get_outcome() is not None:
+            raise TaskClosed()
+        return pool.notify(token, outcome)
+
+
 def send_task_success_by_key(self: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
     pool = _waiting_pool(task_token)
-    _send(pool, lambda: pool.notify(task_token, CallbackOutcomeSuccess(callback_id=task_token, output=outcome)))
+    _send(pool, lambda: _close(pool, task_token, CallbackOutcomeSuccess(callback_id=task_token, output=outcome)))
 
 
 def send_task_failure_by_key(
@@ -333,7 +508,7 @@ def send_task_failure_by_key(
 ) -> None:
     pool = _waiting_pool(task_token)
     failure = CallbackOutcomeFailure(callback_id=task_token, error=error, cause=cause)
-    _send(pool, lambda: pool.notify(task_token, failure))
+    _send(pool, lambda: _close(pool, task_token, failure))
 
 
 def send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
@@ -382,6 +557,18 @@ def program_eval(self: Program, env: Environment) -> None:
             "a program of execution %s ended with an exception",
             env.states.context_object.context_object_data["Execution"]["Id"],
         )
+
+
+# --- each parse its own query-language scopes (gap 31) ------------------------------------------------------------
+def own_query_language_scopes(self: Preprocessor) -> None:
+    """Gap 31: moto's ASL preprocessor keeps the QueryLanguage scopes it is inside (one per nested block) in a list on
+    its class, `_query_language_per_scope`, so every parse in the process shares one. Definitions parsed at once
+    (CreateStateMachine, an execution's start) read each other's scopes, and a definition refused mid-parse leaves its
+    scopes behind for every later parse. Alongside a JSONata definition, or after a refused one, JSONPath definitions
+    were refused ("Unsupported declaration in QueryLanguage=JSONPath block: "Parameters": ...") or their executions
+    never started (RUNNING for ever), for the rest of the process. Each preprocessor, one per parse, starts with a list
+    of its own."""
+    self._query_language_per_scope = []
 
 
 # --- one parse per definition (scale) ----------------------------------------------------------------------------

@@ -46,13 +46,33 @@ class LambdaContext:
         return max(0, self._deadline_ms - int(time.time() * 1000))
 
 
-def _error(exc: BaseException, error_type: str | None = None, message: str | None = None) -> dict[str, Any]:
-    return {
-        "errorMessage": str(exc) if message is None else message,
-        "errorType": error_type or type(exc).__name__,
-        "requestId": "",
-        "stackTrace": traceback.format_tb(exc.__traceback__),
-    }
+def _error(message: str, error_type: str, stack_trace: list[str] | None = None) -> dict[str, Any]:
+    """A failure as the runtime reports it (awslambdaric's bootstrap.make_error); requestId is set per invocation."""
+    return {"errorMessage": message, "errorType": error_type, "requestId": "", "stackTrace": stack_trace or []}
+
+
+def _unhandled(exc: BaseException) -> dict[str, Any]:
+    """An exception of the function's code as the runtime reports it (awslambdaric's bootstrap.build_fault_result):
+    its frames from the first that is not the runtime's own, each at the path its file has on Lambda, formatted by
+    traceback.format_list (no column markers: the runtime formats plain tuples)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    first = next((n for n, frame in enumerate(frames) if frame.filename != __file__), 0)
+    listed = [
+        traceback.FrameSummary(_lambda_path(frame.filename), frame.lineno, frame.name, line=frame.line)
+        for frame in frames[first:]
+    ]
+    return _error(str(exc), type(exc).__name__, traceback.format_list(listed))
+
+
+def _lambda_path(filename: str) -> str:
+    """Where a file is on Lambda, which a stack trace shows: the function's package in /var/task, its layers' contents
+    merged in /opt, the runtime's Python in /var/lang (here each is a directory of the host)."""
+    roots = [(os.environ["LAMBDA_TASK_ROOT"], "/var/task"), *((layer, "/opt") for layer in _layers())]
+    roots += [(sys.prefix, "/var/lang"), (sys.base_prefix, "/var/lang")]
+    for root, on_lambda in sorted(roots, key=lambda pair: len(pair[0]), reverse=True):
+        if filename.startswith(root.rstrip(os.sep) + os.sep):
+            return on_lambda + filename[len(root.rstrip(os.sep)) :]
+    return filename
 
 
 def _load(handler_name: str) -> Any:
@@ -61,17 +81,15 @@ def _load(handler_name: str) -> Any:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise _InitError(
-            _error(exc, "Runtime.ImportModuleError", f"Unable to import module '{module_name}': {exc}")
-        ) from exc
+        message = f"Unable to import module '{module_name}': {exc}"
+        raise _InitError(_error(message, "Runtime.ImportModuleError")) from exc
     except SyntaxError as exc:
-        raise _InitError(
-            _error(exc, "Runtime.UserCodeSyntaxError", f"Syntax error in module '{module_name}': {exc}")
-        ) from exc
+        message = f"Syntax error in module '{module_name}': {exc}"
+        trace = f'  File "{_lambda_path(exc.filename or "")}" Line {exc.lineno}\n    {exc.text}'  # the runtime's form
+        raise _InitError(_error(message, "Runtime.UserCodeSyntaxError", [trace])) from exc
     handler = getattr(module, attribute, None)
     if not callable(handler):
-        message = f"Handler '{attribute}' missing on module '{module_name}'"
-        raise _InitError({"errorMessage": message, "errorType": "Runtime.HandlerNotFound", "stackTrace": []})
+        raise _InitError(_error(f"Handler '{attribute}' missing on module '{module_name}'", "Runtime.HandlerNotFound"))
     return handler
 
 
@@ -96,10 +114,15 @@ class _InitError(Exception):
         self.payload = payload
 
 
+def _layers() -> list[str]:
+    """The function's layers' directories, in order."""
+    return [layer for layer in os.environ.get(LAYERS_ENV, "").split(os.pathsep) if layer]
+
+
 def _code_path() -> list[str]:
     """What Lambda's Python runtime puts first on sys.path: the task root (/var/task), then what the layers hold in
     /opt (python/lib/python3.13/site-packages, then python)."""
-    layers = [layer for layer in os.environ.get(LAYERS_ENV, "").split(os.pathsep) if layer]
+    layers = _layers()
     version = f"python{sys.version_info.major}.{sys.version_info.minor}"
     opt = [f"{layer}/python/lib/{version}/site-packages" for layer in layers] + [f"{layer}/python" for layer in layers]
     return [os.environ["LAMBDA_TASK_ROOT"], *opt]
@@ -122,7 +145,7 @@ def main() -> int:
         reply({"init": {"ms": (time.monotonic() - started) * 1000, "error": exc.payload}})
         return 1
     except Exception as exc:  # noqa: BLE001 - an exception raised by the module's own code at import is reported
-        reply({"init": {"ms": (time.monotonic() - started) * 1000, "error": _error(exc)}})
+        reply({"init": {"ms": (time.monotonic() - started) * 1000, "error": _unhandled(exc)}})
         return 1
     reply({"init": {"ms": (time.monotonic() - started) * 1000}})
 
@@ -136,7 +159,7 @@ def main() -> int:
             if faults:
                 faults.crash("after")
         except Exception as exc:  # noqa: BLE001 - the handler's exception is the invocation's result
-            payload = {**_error(exc), "requestId": request["requestId"]}
+            payload = {**_unhandled(exc), "requestId": request["requestId"]}
             print(f"[ERROR] {payload['errorType']}: {exc}", file=sys.stderr, flush=True)
             reply({"error": payload})
             continue
@@ -147,7 +170,7 @@ def main() -> int:
             reply({"result": result})
         except (TypeError, ValueError) as exc:
             message = f"Unable to marshal response: {exc}"
-            reply({"error": {**_error(exc, "Runtime.MarshalError", message), "requestId": request["requestId"]}})
+            reply({"error": {**_error(message, "Runtime.MarshalError"), "requestId": request["requestId"]}})
     return 0
 
 

@@ -55,10 +55,12 @@ class Simulator:
     """Base class: subclasses set `service` (botocore's name) and `outcomes` (what the `outcome` knob may name: the
     terminal status of every job), and define one method per operation name. `jobs` holds the jobs by id,
     `_by_token` their ids by client token (idempotent retries); `_lock` guards both (re-entrant: a locked
-    operation may call a helper that takes it again)."""
+    operation may call a helper that takes it again). `throttling_error` is the error the service's model names for
+    a caller over its request rate, which `throttle` answers with."""
 
     service: ClassVar[str]
     outcomes: ClassVar[tuple[str, ...]]
+    throttling_error: ClassVar[str] = "ThrottlingException"  # Macie's, BDA's, HealthLake's; Translate names its own
 
     def __init__(self, region: str, delay_seconds: float, clock: Clock | None, outcome: str) -> None:
         if outcome not in self.outcomes:
@@ -74,7 +76,8 @@ class Simulator:
         self._timers: list[Timer] = []
         self._closed = False  # a step that runs while the simulator stops schedules no next step
         self._clients: dict[str, Any] = {}
-        self._base_lock = threading.Lock()  # guards the clients and the timers (`_lock` guards the jobs)
+        self._refusals: dict[str, int] = {}  # calls still to refuse, by operation name (`throttle`)
+        self._base_lock = threading.Lock()  # guards the clients, the timers and the refusals (`_lock` the jobs)
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -148,7 +151,21 @@ class Simulator:
         if response["FailedEntryCount"]:
             raise RuntimeError(f"simulated {self.service} event was refused: {response['Entries']}")
 
+    def throttle(self, operation: str, calls: int = 1) -> None:
+        """Refuse the next `calls` calls of `operation` (its API name, e.g. "StartTextTranslationJob") as the service
+        refuses a caller over its request rate: `throttling_error`, with the HTTP status the service's model gives it,
+        and nothing done. The calls after them are answered as usual: a caller's retry succeeds."""
+        with self._base_lock:
+            self._refusals[operation] = self._refusals.get(operation, 0) + calls
+
     def handle(self, operation: OperationModel, params: dict[str, Any]) -> dict[str, Any]:
+        with self._base_lock:
+            refused = self._refusals.get(operation.name, 0) > 0
+            if refused:
+                self._refusals[operation.name] -= 1
+        if refused:
+            error = operation.service_model.shape_for(self.throttling_error).metadata.get("error", {})
+            raise ServiceError(self.throttling_error, "Rate exceeded", error.get("httpStatusCode", 400))
         method = getattr(self, operation.name, None)
         if method is None:
             raise ServiceError("InvalidAction", f"{self.service}.{operation.name} is not simulated offline")

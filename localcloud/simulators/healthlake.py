@@ -48,7 +48,8 @@ days before the data store was created. `add_resources(datastore_id, resources)`
 
 Knobs (constructor arguments):
     delay_seconds: simulated seconds from kick-off to the terminal status (default 1.0).
-    clock: the offline cloud's clock (localcloud.clock), which delays and timestamps follow (default: real time).
+    clock: the offline cloud's clock (localcloud.clock), which delays follow (default: real time); the stamps are
+        the wall clock's (`now`).
     outcome: terminal status of every job: "COMPLETED" (default), "COMPLETED_WITH_ERRORS" (the resources of the
         resource type that sorts last, or the last resource if only one type is exported, fail: they are listed as
         OperationOutcome lines in `{job folder}/OperationOutcome/OperationOutcome-{token}-1-0.ndjson` and in
@@ -319,6 +320,14 @@ class HealthLakeSimulator(Simulator):
         self.port = self._server.port
         self._server.start("healthlake")
         LOG.info("HealthLake FHIR endpoint listening on http://127.0.0.1:%s", self.port)
+
+    def now(self) -> datetime:
+        """The wall clock, for HealthLake's stamps (a resource's meta.lastUpdated, a data store's and an export's
+        times, hence its transactionTime): the export workflow compares them with its own trigger time, the previous
+        run's `$$.Execution.StartTime`, and executions and functions run on the wall clock. On the cloud's clock,
+        which runs ahead at a speed-up, every resource looked changed since every run, and each run exported it all
+        again. The job's delay still runs on the cloud's clock (`later`)."""
+        return datetime.now(UTC)
 
     def stop(self) -> None:
         super().stop()

@@ -104,6 +104,7 @@ class TranslateSimulator(Simulator):
 
     service: ClassVar[str] = "translate"
     outcomes = OUTCOMES
+    throttling_error: ClassVar[str] = "TooManyRequestsException"
     jobs: dict[str, _Job]
 
     def __init__(

@@ -233,7 +233,13 @@ def test_handler_exception_is_reported_as_lambda_does(cloud: LocalCloud) -> None
     assert response["FunctionError"] == "Unhandled"
     assert response["Payload"]["errorType"] == "EchoFailed"
     assert response["Payload"]["errorMessage"] == "boom"
-    assert any("echo.py" in line for line in response["Payload"]["stackTrace"])
+    # And the stack trace is the handler's own frame, at the package's path on Lambda, formatted as the runtime does
+    # (none of the offline runtime's frames, no path of this machine)
+    source = (FIXTURES / "app" / "src" / "handlers" / "echo.py").read_text(encoding="utf-8").splitlines()
+    line = next(number for number, text in enumerate(source, 1) if "raise EchoFailed" in text)
+    assert response["Payload"]["stackTrace"] == [
+        f'  File "/var/task/handlers/echo.py", line {line}, in handler\n    raise EchoFailed(event["fail"])\n'
+    ]
 
 
 def test_asl_catch_matches_the_exception_class_name(cloud: LocalCloud) -> None:

@@ -1,4 +1,5 @@
-"""The offline cloud is linearizable where AWS is, under concurrent callers (gaps 8, 10-14, 21, 24 of offline-cloud.md).
+"""The offline cloud is linearizable where AWS is, under concurrent callers (offline-cloud.md gaps 8, 10-14, 21, 24,
+30, 31).
 
 Each race is shown on moto alone (the unfixed method, kept by the fix) and with the offline cloud's fix, with the
 interleaving forced (a gate, a barrier and a tiny thread switch interval) rather than hoped for.
@@ -7,6 +8,7 @@ interleaving forced (a gate, a barrier and a tiny thread switch interval) rather
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import threading
@@ -18,11 +20,13 @@ from typing import Any
 import boto3
 import botocore.session
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
 from moto.stepfunctions.exceptions import ExecutionAlreadyExists
 from moto.stepfunctions.parser.api import InvalidToken
+from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.backend.execution import Execution
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
@@ -182,15 +186,16 @@ def _listing_while_starting() -> Iterator[Callable[[], list[str]]]:
         Execution.start = start  # type: ignore[method-assign]
 
 
-def test_moto_alone_fails_a_list_executions_that_meets_a_starting_execution(
-    aws: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(Execution, "__init__", sfn._original_execution_init)
-    for list_statuses in _listing_while_starting():
-        # When ListExecutions reads an execution moto has appended but not started
-        # Then it reads the status moto has not set yet and fails (a 500 to the caller)
-        with pytest.raises(AttributeError):
-            list_statuses()
+def test_moto_alone_fails_a_list_executions_that_meets_a_starting_execution(aws: None) -> None:
+    # moto's own constructor, put back before the fixture uninstalls the patches (a test's monkeypatch would undo after
+    # it, and so leave the patch installed)
+    with pytest.MonkeyPatch.context() as moto_alone:
+        moto_alone.setattr(Execution, "__init__", sfn._original_execution_init)
+        for list_statuses in _listing_while_starting():
+            # When ListExecutions reads an execution moto has appended but not started
+            # Then it reads the status moto has not set yet and fails (a 500 to the caller)
+            with pytest.raises(AttributeError):
+                list_statuses()
 
 
 def test_an_execution_is_running_from_the_moment_it_can_be_listed(aws: None) -> None:
@@ -235,6 +240,235 @@ def test_send_task_success_finds_its_task_by_token_whatever_else_is_starting(aws
         # Then it is refused as AWS refuses it, without touching the starting execution
         with pytest.raises(InvalidToken):
             backend.send_task_success("a-token-of-another-execution", "{}")
+
+
+# --- Step Functions: one task closed by many callers at once ---------------------------------------------------------
+Close = Callable[[Any, str, int], None]  # (Step Functions client, task token, caller): one SendTask{Success,Failure}
+
+
+def _callback_machine() -> tuple[str, str]:
+    """A state machine whose task sends its token to a new queue and waits for it, catching a failure, then waits an
+    hour (so a caller that comes after the task closed meets its execution still RUNNING, as a late callback on AWS
+    does); its ARN and the queue's URL."""
+    sqs = boto3.client("sqs", region_name=REGION)
+    queue = sqs.create_queue(QueueName=f"tokens-{uuid.uuid4().hex[:8]}")["QueueUrl"]
+    definition = {
+        "StartAt": "Callback",
+        "States": {
+            "Callback": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage.waitForTaskToken",
+                "Parameters": {"QueueUrl": queue, "MessageBody.$": "$$.Task.Token"},
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "Hold"}],
+                "Next": "Hold",
+            },
+            "Hold": {"Type": "Wait", "Seconds": 3600, "End": True},
+        },
+    }
+    machine = boto3.client("stepfunctions", region_name=REGION).create_state_machine(
+        name=f"closed-{uuid.uuid4().hex[:8]}",
+        definition=json.dumps(definition),
+        roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
+    )["stateMachineArn"]
+    return str(machine), str(queue)
+
+
+def _racing_closes(closers: list[Close], rounds: int = 25, callers: int = 8) -> list[dict[str, Any]]:
+    """For each round, a new execution's task waits for its callback and `callers` threads close it at the same
+    instant (the closers taken in turn); per round, who was answered success, the error codes the others were
+    answered, and the task's closing events in the execution's history (TaskSucceeded, TaskFailed)."""
+    client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    machine, queue = _callback_machine()
+    results = []
+    for _ in range(rounds):
+        execution = client.start_execution(stateMachineArn=machine)["executionArn"]
+        token = wait_for(
+            lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
+            what="the task's token",
+        )
+        start, won, refused = threading.Barrier(callers), list[int](), list[str]()
+
+        def close(
+            who: int,
+            token: str = token,
+            start: threading.Barrier = start,
+            won: list[int] = won,
+            refused: list[str] = refused,
+        ) -> None:
+            start.wait()
+            try:
+                closers[who % len(closers)](client, token, who)
+                won.append(who)
+            except ClientError as exc:
+                refused.append(exc.response["Error"]["Code"])
+
+        threads = [threading.Thread(target=close, args=(who,)) for who in range(callers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        # the task has taken its outcome once the execution waits in Hold
+        events = wait_for(functools.partial(_history_with, client, execution, "WaitStateEntered"), what="the outcome")
+        closing = [event for event in events if event["type"] in ("TaskSucceeded", "TaskFailed")]
+        results.append({"won": won, "refused": refused, "closing": closing})
+        client.stop_execution(executionArn=execution)
+    return results
+
+
+def _history_with(client: Any, execution: str, event_type: str) -> list[dict[str, Any]] | None:
+    events: list[dict[str, Any]] = client.get_execution_history(executionArn=execution, maxResults=1000)["events"]
+    return events if any(event["type"] == event_type for event in events) else None
+
+
+def _succeed(client: Any, token: str, who: int) -> None:
+    client.send_task_success(taskToken=token, output=json.dumps({"who": who}))
+
+
+def _fail(client: Any, token: str, who: int) -> None:
+    client.send_task_failure(taskToken=token, error=f"Worker{who}")
+
+
+def _moto_succeed(client: Any, token: str, who: int) -> None:
+    backend = stepfunctions_parser_backends[ACCOUNT_ID][REGION]
+    sfn._original_send_task_success(backend, token, json.dumps({"who": who}))
+
+
+def test_moto_alone_lets_every_caller_close_one_task(aws: None, busy_switching: None) -> None:
+    # When 8 callers send SendTaskSuccess for one waiting task at once, 25 times, on moto's own SendTaskSuccess
+    results = _racing_closes([_moto_succeed])
+    # Then more than one caller of a task is told its outcome was taken: the gap the fix closes is still in moto
+    assert max(len(result["won"]) for result in results) > 1
+
+
+def test_of_callers_closing_one_task_at_once_exactly_one_succeeds(aws: None, busy_switching: None) -> None:
+    # When 8 callers close one waiting task at once, half with SendTaskSuccess and half with SendTaskFailure, 25 times
+    results = _racing_closes([_succeed, _fail])
+    for result in results:
+        # Then exactly one is answered success and the others TaskTimedOut, as Step Functions answers a closed task
+        assert len(result["won"]) == 1 and result["refused"] == ["TaskTimedOut"] * 7, result
+        # And the task closed once, with the outcome of the caller that was answered success
+        [event] = result["closing"]
+        [winner] = result["won"]
+        if event["type"] == "TaskSucceeded":
+            assert json.loads(event["taskSucceededEventDetails"]["output"]) == {"who": winner}
+        else:
+            assert event["taskFailedEventDetails"]["error"] == f"Worker{winner}"
+
+
+# --- Step Functions: many definitions parsed at once ------------------------------------------------------------------
+def _jsonpath_definition(n: int) -> str:
+    """An ordinary JSONPath definition: Pass states shaping their input with Parameters and intrinsic functions."""
+    shape = {
+        "id.$": "States.Format('job-{}', $.n)",
+        "parts.$": "States.StringSplit($.csv, ',')",
+        "name.$": "$$.Execution.Name",
+    }
+    count = {"parts.$": "States.ArrayLength($.shaped.parts)", "next.$": "States.MathAdd($.n, 1)"}
+    return json.dumps(
+        {
+            "Comment": f"definition {n}",
+            "StartAt": "Shape",
+            "States": {
+                "Shape": {"Type": "Pass", "Parameters": shape, "ResultPath": "$.shaped", "Next": "Count"},
+                "Count": {"Type": "Pass", "Parameters": count, "Next": "Enough"},
+                "Enough": {
+                    "Type": "Choice",
+                    "Choices": [{"Variable": "$.parts", "NumericEquals": 3, "Next": "Done"}],
+                    "Default": "Short",
+                },
+                "Short": {"Type": "Fail", "Error": "Short"},
+                "Done": {"Type": "Succeed"},
+            },
+        }
+    )
+
+
+# A JSONata definition, valid on AWS (created, never started: moto evaluates JSONata on a JVM that is not here).
+JSONATA_DEFINITION = json.dumps(
+    {
+        "QueryLanguage": "JSONata",
+        "StartAt": "Keep",
+        "States": {"Keep": {"Type": "Pass", "Output": "{% $states.input %}", "End": True}},
+    }
+)
+# A JSONPath field in a JSONata state: AWS refuses the definition, and so does moto.
+REFUSED_DEFINITION = json.dumps(
+    {
+        "QueryLanguage": "JSONata",
+        "StartAt": "Shape",
+        "States": {"Shape": {"Type": "Pass", "Parameters": {"a": 1}, "End": True}},
+    }
+)
+
+
+def _definitions_made_at_once(rounds: int, callers: int = 24, run: bool = True) -> tuple[list[str], list[str]]:
+    """For each round, `callers` threads at once each create a state machine: most of a JSONPath definition (then
+    started with `run`), some of a JSONata one and one of a definition AWS refuses. Returns what the valid
+    definitions met (each error of CreateStateMachine or StartExecution), and the executions started."""
+    client = boto3.client("stepfunctions", region_name=REGION)
+    errors: list[str] = []
+    executions: list[str] = []
+    for round_ in range(rounds):
+        start = threading.Barrier(callers)
+
+        def make(n: int, round_: int = round_, start: threading.Barrier = start) -> None:
+            kind = n % 8
+            definition = (
+                REFUSED_DEFINITION if kind == 0 else JSONATA_DEFINITION if kind < 3 else _jsonpath_definition(n)
+            )
+            start.wait()
+            try:
+                machine = client.create_state_machine(
+                    name=f"parsed-{round_}-{n}-{uuid.uuid4().hex[:6]}",
+                    definition=definition,
+                    roleArn=f"arn:aws:iam::{ACCOUNT_ID}:role/r",
+                )["stateMachineArn"]
+                if run and kind >= 3:
+                    executions.append(
+                        client.start_execution(stateMachineArn=machine, input=json.dumps({"n": n, "csv": "a,b,c"}))[
+                            "executionArn"
+                        ]
+                    )
+            except ClientError as exc:
+                if definition is not REFUSED_DEFINITION:
+                    errors.append(str(exc))
+
+        threads = [threading.Thread(target=make, args=(n,)) for n in range(callers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    return errors, executions
+
+
+def test_moto_alone_refuses_valid_definitions_parsed_with_others(aws: None, busy_switching: None) -> None:
+    # Given moto's own parser: one list of query-language scopes for every parse (a fresh one for this test, put back
+    # after it, as the test leaves scopes in it; both undone before the fixture uninstalls the patches)
+    with pytest.MonkeyPatch.context() as moto_alone:
+        moto_alone.delattr(Preprocessor, "__init__")
+        moto_alone.setattr(Preprocessor, "_query_language_per_scope", [])
+        # When 24 callers create state machines at once, 3 times
+        errors, _ = _definitions_made_at_once(rounds=3, run=False)
+    # Then valid JSONPath definitions are refused as if they were in a JSONata block: the gap the fix closes
+    assert any("Unsupported declaration in QueryLanguage=JSONPath block" in error for error in errors), errors[:3]
+
+
+def test_definitions_created_and_started_at_once_all_run(aws: None, busy_switching: None) -> None:
+    client = boto3.client("stepfunctions", region_name=REGION)
+    # When 24 callers create state machines at once and start the JSONPath ones, 8 times
+    errors, executions = _definitions_made_at_once(rounds=8)
+    # Then every valid definition is created and started (only the one AWS refuses is refused)
+    assert errors == []
+    assert len(executions) == 8 * 15
+    # And every execution runs to success
+    ends = [wait_for(functools.partial(_end, client, arn), timeout=30, what="an execution's end") for arn in executions]
+    assert set(ends) == {"SUCCEEDED"}
+
+
+def _end(client: Any, execution: str) -> str | None:
+    """How the execution ended, once it has."""
+    status = _status(client, execution)
+    return None if status == "RUNNING" else status
 
 
 # --- EventBridge: reserved sources ------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The fixes of localcloud.fixes.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
 gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string;
-gap 23: every finished thread kept).
+gap 23: every finished thread kept; gap 32: the context object's times and fields; gap 33: an aws-sdk result's
+timestamps; gap 34: an unresolved TimeoutSecondsPath or HeartbeatSecondsPath).
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
@@ -302,6 +303,93 @@ def scenario_start_time() -> dict[str, Any]:
     return _wait_until_done(sfn, execution_arn, within_s=10)
 
 
+def _history(sfn: Any, execution_arn: str) -> list[dict[str, Any]]:
+    return list(sfn.get_execution_history(executionArn=execution_arn)["events"])
+
+
+def _ended(sfn: Any, execution_arn: str, within_s: float) -> list[dict[str, Any]]:
+    """The execution's history once it holds the execution's end (read from the history, which serialises what
+    DescribeExecution may not)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        events = _history(sfn, execution_arn)
+        if (events and events[-1]["type"] in {"ExecutionSucceeded", "ExecutionFailed"}) or time.monotonic() >= deadline:
+            return events
+        time.sleep(0.02)
+
+
+def scenario_context_object() -> dict[str, Any]:
+    """Gap 32: what a Pass state sees as `$$.State`, then whether the next can read `$$.Execution.RedriveCount`."""
+    (sfn,) = _clients("stepfunctions")
+    states = {
+        "Entered": {
+            "Type": "Pass",
+            "Parameters": {"state.$": "$$.State"},
+            "ResultPath": "$.entered",
+            "Next": "Redrive",
+        },
+        "Redrive": {"Type": "Pass", "Parameters": {"count.$": "$$.Execution.RedriveCount"}, "End": True},
+    }
+    machine = _state_machine(sfn, f"Context-{uuid.uuid4().hex[:8]}", states, "Entered")
+    events = _ended(sfn, sfn.start_execution(stateMachineArn=machine)["executionArn"], within_s=10)
+    [entered] = [e for e in events if e.get("stateExitedEventDetails", {}).get("name") == "Entered"]
+    end = events[-1].get("executionSucceededEventDetails") or events[-1].get("executionFailedEventDetails", {})
+    return {
+        "state": json.loads(entered["stateExitedEventDetails"]["output"])["entered"]["state"],
+        "end": events[-1]["type"],
+        "redrive": json.loads(end["output"]) if "output" in end else end.get("cause"),
+    }
+
+
+def scenario_sdk_timestamps() -> dict[str, Any]:
+    """Gap 33: an aws-sdk:s3:listObjectsV2 result (whose objects have LastModified) kept in the execution's output."""
+    sfn, s3 = _clients("stepfunctions", "s3")
+    bucket = f"listing-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    s3.put_object(Bucket=bucket, Key="in/a.txt", Body=b"a")
+    states = {
+        "List": {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::aws-sdk:s3:listObjectsV2",
+            "Parameters": {"Bucket": bucket, "Prefix": "in/"},
+            "ResultPath": "$.listing",
+            "End": True,
+        }
+    }
+    execution_arn = sfn.start_execution(stateMachineArn=_state_machine(sfn, "Listing", states, "List"))["executionArn"]
+    events = _ended(sfn, execution_arn, within_s=10)
+    [listed] = [json.loads(e["taskSucceededEventDetails"]["output"]) for e in events if e["type"] == "TaskSucceeded"]
+    try:
+        described: dict[str, Any] = {"output": json.loads(sfn.describe_execution(executionArn=execution_arn)["output"])}
+    except Exception as exc:  # noqa: BLE001 - unpatched, moto's handler raises out of the call
+        described = {"error": f"{type(exc).__name__}: {exc}"}
+    return {"history": listed["Contents"][0]["LastModified"], "described": described}
+
+
+def scenario_unresolved_timer_paths() -> dict[str, Any]:
+    """Gap 34: a waiting task whose TimeoutSecondsPath (its Catch on States.ALL) or HeartbeatSecondsPath (no Catch)
+    resolves to nothing."""
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    tokens = sqs.create_queue(QueueName="timer-path-tokens")["QueueUrl"]
+    wait = _wait_for_token_states(tokens, timeout_s=30)["Wait"]
+    caught = {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}
+    machines = {
+        "timeout": {
+            "Wait": {**{k: v for k, v in wait.items() if k != "TimeoutSeconds"}, "TimeoutSecondsPath": "$.missing"}
+            | {"Catch": [caught]},
+            "Caught": {"Type": "Pass", "End": True},
+        },
+        "heartbeat": {"Wait": {**wait, "HeartbeatSecondsPath": "$.missing"}},
+    }
+    seen: dict[str, Any] = {}
+    for path, states in machines.items():
+        machine = _state_machine(sfn, f"TimerPath-{path}", states, "Wait")
+        execution_arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+        result = _wait_until_done(sfn, execution_arn, within_s=10)
+        seen[path] = {**result, "events": [e["type"] for e in _history(sfn, execution_arn)]}
+    return seen
+
+
 def scenario_status_change_events() -> dict[str, Any]:
     """Gap 8: the `Step Functions Execution Status Change` events a rule on the default bus receives."""
     sfn, sqs, events = _clients("stepfunctions", "sqs", "events")
@@ -421,6 +509,9 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "start_time": scenario_start_time,
     "finished_threads": scenario_finished_threads,
     "status_change_events": scenario_status_change_events,
+    "context_object": scenario_context_object,
+    "sdk_timestamps": scenario_sdk_timestamps,
+    "unresolved_timer_paths": scenario_unresolved_timer_paths,
     "waiting_threads": scenario_waiting_threads,  # last: unpatched, its executions wait on past their stop
 }
 
@@ -632,6 +723,42 @@ def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", start_time), start_time
 
 
+AWS_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"  # 2019-03-26T20:14:13.192Z
+
+
+def test_gap32_patched_context_object_is_as_aws_documents_it(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When a Pass state reads $$.State and the next reads $$.Execution.RedriveCount
+    result = scenario_context_object()
+    # Then the state was entered at a time in AWS's form, with the retry count AWS gives every state
+    assert re.fullmatch(AWS_TIME, result["state"]["EnteredTime"]), result["state"]
+    assert (result["state"]["Name"], result["state"]["RetryCount"]) == ("Entered", 0)
+    # And a first run has not been redriven
+    assert (result["end"], result["redrive"]) == ("ExecutionSucceeded", {"count": 0})
+
+
+def test_gap33_patched_sdk_result_timestamps_are_iso_strings(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When an execution keeps an aws-sdk:s3:listObjectsV2 result in its output
+    result = scenario_sdk_timestamps()
+    # Then DescribeExecution answers with it, the object's LastModified an ISO 8601 string, as in the history
+    assert "error" not in result["described"], result["described"]
+    described = result["described"]["output"]["listing"]["Contents"][0]["LastModified"]
+    assert re.fullmatch(AWS_TIME, described) and described == result["history"], result
+
+
+def test_gap34_patched_an_unresolved_timer_path_fails_the_execution_once(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When a waiting task's TimeoutSecondsPath (its Catch on States.ALL) or HeartbeatSecondsPath resolves to nothing
+    result = scenario_unresolved_timer_paths()
+    # Then each execution fails with States.Runtime, as on AWS, where a Catch never takes States.Runtime
+    for path, seen in result.items():
+        assert (seen["status"], seen["error"]) == ("FAILED", "States.Runtime"), (path, seen)
+        assert "Invalid path '$.missing'" in seen["cause"], (path, seen)
+        # And its history ends with its one ExecutionFailed event
+        assert seen["events"].count("ExecutionFailed") == 1 and seen["events"][-1] == "ExecutionFailed", (path, seen)
+
+
 def test_gap23_patched_finished_threads_are_freed(patched: None) -> None:
     # Given moto with the Step Functions patches installed
     # When 10 executions of a Parallel state with two branches run to the end
@@ -737,6 +864,43 @@ def test_gap9_unpatched_moto_cannot_store_the_start_time(unpatched: UnpatchedPro
     assert "not JSON serializable" in (result["cause"] or "")
 
 
+def test_gap32_unpatched_moto_writes_its_own_context_object(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto, when a Pass state reads $$.State and the next $$.Execution.RedriveCount
+    result = unpatched.result("context_object")
+    # Then the state was entered at a time in Python's form (microseconds, +00:00), with no retry count
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", result["state"]["EnteredTime"]), result
+    assert "RetryCount" not in result["state"]
+    # And the execution fails reading RedriveCount, which moto's context object lacks
+    assert result["end"] == "ExecutionFailed"
+    assert (
+        "The JSONPath '$$.Execution.RedriveCount' specified for the field 'count.$' could not be found"
+        in (result["redrive"])
+    ), result
+
+
+def test_gap33_unpatched_moto_cannot_describe_an_execution_holding_an_sdk_timestamp(
+    unpatched: UnpatchedProbe,
+) -> None:
+    # Given pristine moto, when an execution keeps an aws-sdk:s3:listObjectsV2 result in its output
+    result = unpatched.result("sdk_timestamps")
+    # Then DescribeExecution fails on the object's LastModified, a datetime object, which the history writes as +00:00
+    assert "Object of type datetime is not JSON serializable" in result["described"]["error"], result
+    assert result["history"].endswith("+00:00"), result
+
+
+def test_gap34_unpatched_moto_records_an_unresolved_timer_path_as_the_states_failure(
+    unpatched: UnpatchedProbe,
+) -> None:
+    # Given pristine moto, when a waiting task's TimeoutSecondsPath or HeartbeatSecondsPath resolves to nothing
+    result = unpatched.result("unresolved_timer_paths")
+    # Then without a Catch the history holds two ExecutionFailed events
+    assert result["heartbeat"]["status"] == "FAILED"
+    assert result["heartbeat"]["events"].count("ExecutionFailed") == 2, result["heartbeat"]
+    # And a Catch on States.ALL takes it: the execution succeeds past an ExecutionFailed event
+    assert result["timeout"]["status"] == "SUCCEEDED"
+    assert "ExecutionFailed" in result["timeout"]["events"], result["timeout"]
+
+
 def test_gap23_unpatched_moto_keeps_every_finished_thread(unpatched: UnpatchedProbe) -> None:
     # Given pristine moto, when 10 executions of a Parallel state with two branches end
     result = unpatched.result("finished_threads")
@@ -817,7 +981,7 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
     moto_stop = ExecutionWorker.stop
     with patches.Patches(patches.step_functions()):
         assert StateTaskServiceAwsSdk._normalise_parameters is sfn.normalise_parameters
-        assert StateTaskServiceAwsSdk._normalise_response is sfn.normalise_response
+        assert StateTaskServiceAwsSdk._normalise_response is sfn.sdk_normalise_response
         assert CallbackEndpoint.setup_heartbeat_endpoint is sfn.setup_heartbeat_endpoint
         assert ExecutionWorker.stop is sfn.stop
         assert ExecutionState._evaluate_with_timeout is sfn.evaluate_with_timeout

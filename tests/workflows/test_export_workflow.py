@@ -109,17 +109,21 @@ def test_every_exported_record_arrives_on_the_bus_exactly_once(
     assert run_state(cloud)["lastRunTime"] == output["triggerTime"]
 
 
-def test_the_next_run_exports_since_the_previous_successful_trigger(
+def test_the_next_run_exports_only_what_changed_since_the_previous_successful_trigger(
     cloud: LocalCloud, healthlake: HealthLakeSimulator
 ) -> None:
+    # Given resources HealthLake stamped as they were written (no lastUpdated of the test's), and a run exporting them
+    datastore = cloud.config.parameters["HealthLakeDatastoreId"]
+    healthlake.add_resources(datastore, [{"resourceType": "Patient"} for _ in range(3)])
     first = json.loads(run(cloud)["output"])
-    healthlake.add_resources(cloud.config.parameters["HealthLakeDatastoreId"], patients(2))
+    # When two more are written and the next run goes
+    changed = healthlake.add_resources(datastore, [{"resourceType": "Patient"} for _ in range(2)])
     second = json.loads(run(cloud)["output"])
-    # Then the second export asked HealthLake for what changed since the first run was triggered
+    # Then it asked HealthLake for what changed since the first run was triggered, and exported those two alone
     assert second["since"] == first["triggerTime"]
     job = max(healthlake.jobs.values(), key=lambda j: j.submitted)
     assert job.since is not None and job.since.isoformat().startswith(first["triggerTime"][:19])
-    assert {line["resourceType"] for line in exported_lines(cloud, second)} == {"Patient"}
+    assert sorted(line["id"] for line in exported_lines(cloud, second)) == sorted(r["id"] for r in changed)
 
 
 def test_a_trigger_while_a_run_holds_the_lock_is_skipped_and_changes_nothing(cloud: LocalCloud) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -68,6 +69,17 @@ def finished(cloud: LocalCloud, arns: list[str]) -> list[dict[str, Any]]:
     return [ended[arn] for arn in arns]
 
 
+def listed_times(cloud: LocalCloud, execution_arn: str) -> list[str]:
+    """The LastModified of each object the execution's ListDocuments state listed, as its history records them."""
+    events = cloud.client("stepfunctions").get_execution_history(executionArn=execution_arn)["events"]
+    [listing] = [
+        json.loads(event["taskSucceededEventDetails"]["output"])
+        for event in events
+        if event["type"] == "TaskSucceeded" and event["taskSucceededEventDetails"]["resource"] == "listObjectsV2"
+    ]
+    return [str(listed["LastModified"]) for listed in listing["Contents"]]
+
+
 def by_status(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     grouped: dict[str, list[dict[str, Any]]] = {}
     for document in documents:
@@ -91,7 +103,8 @@ def test_two_batches_share_the_quota_and_list_successes_and_failures(cloud: Loca
     listed = put_documents(cloud, f"extract-test/{run}/b/", [f"doc-{n}.pdf" for n in range(10)])
 
     # When both batches run
-    batches = finished(cloud, [start(cloud, {"prefix": f"extract-test/{run}/a/"}), start(cloud, {"documents": listed})])
+    arns = [start(cloud, {"prefix": f"extract-test/{run}/a/"}), start(cloud, {"documents": listed})]
+    batches = finished(cloud, arns)
 
     # Then BDA ran 5 jobs at once at its peak, never more, and refused none: the semaphore kept the batches under it
     assert (bda.peak_jobs, bda.rejected) == (QUOTA, 0)
@@ -111,6 +124,12 @@ def test_two_batches_share_the_quota_and_list_successes_and_failures(cloud: Loca
         )
         key = document["output"].removeprefix(f"s3://{bucket}/")
         assert json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())["job_id"] == document["jobId"]
+
+    # And the batch by prefix listed its documents with their times as AWS writes an aws-sdk result's: ISO 8601
+    # strings, which any later state may output (a datetime object there failed DescribeExecution, gap 33)
+    times = listed_times(cloud, arns[0])
+    assert len(times) == len(by_prefix), times
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at) for at in times), times
 
     # And every permit was given back
     assert held(cloud, f"bda:{REGION}") == 0
