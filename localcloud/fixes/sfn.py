@@ -209,8 +209,12 @@ def normalise_response(
 
 def aws_timestamp(moment: datetime) -> str:
     """A time as Step Functions writes it into state data: UTC to the millisecond, with `Z` (the context object's
-    documented example: 2019-03-26T20:14:13.192Z)."""
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    documented example: 2019-03-26T20:14:13.192Z), and no fraction at all on a whole second (`...:06Z`), as Java's
+    Instant prints one (AWS Support, reported in zenn.dev/hr0k/articles/a663524f5ec88e): whatever sorts or parses
+    these strings meets both forms on AWS."""
+    utc = moment.astimezone(UTC)
+    millis = utc.microsecond // 1000
+    return utc.strftime("%Y-%m-%dT%H:%M:%S") + (f".{millis:03d}" if millis else "") + "Z"
 
 
 def _timestamps_as_text(value: Any) -> Any:

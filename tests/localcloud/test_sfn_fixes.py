@@ -28,6 +28,7 @@ import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from inspect import signature
 from pathlib import Path
 from typing import IO, Any
@@ -713,6 +714,9 @@ def test_gap8_patched_executions_send_status_change_events(patched: None) -> Non
     ]
 
 
+AWS_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z"  # 2019-03-26T20:14:13.192Z, or ...:13Z on a whole second
+
+
 def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
     # Given moto with the Step Functions patches installed
     # When a state reads $$.Execution.StartTime and a DynamoDB task stores it
@@ -720,10 +724,15 @@ def test_gap9_patched_start_time_is_an_iso_string(patched: None) -> None:
     # Then it is AWS's ISO 8601 string with milliseconds and Z, and the task succeeds
     assert result["status"] == "SUCCEEDED", result
     start_time = json.loads(result["output"] or "{}").get("startTime", "")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", start_time), start_time
+    assert re.fullmatch(AWS_TIME, start_time), start_time
 
 
-AWS_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"  # 2019-03-26T20:14:13.192Z
+def test_a_time_on_a_whole_second_has_no_fraction_as_on_aws() -> None:
+    from localcloud.fixes import sfn
+
+    # AWS's context object times are Java Instants: milliseconds, and none at all on a whole second
+    assert sfn.aws_timestamp(datetime(2025, 2, 3, 4, 5, 6, 111000, tzinfo=UTC)) == "2025-02-03T04:05:06.111Z"
+    assert sfn.aws_timestamp(datetime(2025, 2, 3, 4, 5, 6, 999, tzinfo=UTC)) == "2025-02-03T04:05:06Z"
 
 
 def test_gap32_patched_context_object_is_as_aws_documents_it(patched: None) -> None:

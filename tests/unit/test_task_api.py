@@ -353,6 +353,23 @@ def test_history_is_every_entry_oldest_first(tasks: TaskAccount) -> None:
     assert history["entries"][-1]["detail"] == {"error": "States.Timeout"}
 
 
+def test_history_is_in_time_order_when_a_workflow_entry_fell_on_a_whole_second(tasks: TaskAccount) -> None:
+    # Given a task whose workflow wrote two entries within one second, the first on the whole second: Step Functions
+    # gives $$.State.EnteredTime no fraction there (...:06Z), which sorts after ...:06.500Z as text
+    from shared.tasks.statuslog import Entry, StatusLog
+
+    task_id = submit()[2]["id"]
+    log = StatusLog(tasks.environment["TASK_TABLE"])
+    for at, status in (("2099-01-01T00:00:06.500Z", "TAGGING"), ("2099-01-01T00:00:06Z", "WAITING_FOR_TRANSLATION")):
+        log.append(task_id, Entry(seq=f"{at}#{status}", status=status, at=at, expires_at=4_000_000_000))
+
+    status, _, history = call(http_event("GET", f"/task/{task_id}/history"))
+
+    # Then the history lists them as they happened
+    assert status == 200
+    assert [e["status"] for e in history["entries"]] == ["SUBMITTED", "RUNNING", "WAITING_FOR_TRANSLATION", "TAGGING"]
+
+
 @pytest.mark.parametrize("path", ["", "/result", "/history"])
 def test_another_callers_task_is_as_unknown_as_a_missing_one(path: str, tasks: TaskAccount) -> None:
     task_id = submit()[2]["id"]

@@ -129,7 +129,7 @@ def test_two_batches_share_the_quota_and_list_successes_and_failures(cloud: Loca
     # strings, which any later state may output (a datetime object there failed DescribeExecution, gap 33)
     times = listed_times(cloud, arns[0])
     assert len(times) == len(by_prefix), times
-    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", at) for at in times), times
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z", at) for at in times), times
 
     # And every permit was given back
     assert held(cloud, f"bda:{REGION}") == 0

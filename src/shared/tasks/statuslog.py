@@ -2,7 +2,8 @@
 the S3 objects of results too large for an entry.
 
 Partition `taskId`, sort `seq`, a time-ordered sequence: `<ISO-8601 UTC time, ms>#<what wrote it>` for progress
-entries (the workflows write the same format from `$$.State.EnteredTime`). Two keys are fixed so that one
+entries (the workflows write the same format from `$$.State.EnteredTime`, but for a whole second's, which has no
+fraction: entries are read back in time order, not in the keys' text order). Two keys are fixed so that one
 conditional write makes them unique: the head (`0000-...#SUBMITTED`, before every time) records the owner, type
 and input; the end (`9999-...#END`, after every time) records the terminal status. Every entry carries `status`,
 `at`, `detail` and `expiresAt` (TTL). Reads are strongly consistent.
@@ -89,6 +90,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _in_time(entry: Entry) -> tuple[int, datetime, str]:
+    """An entry's place: the head first, the end last, the others by the time their key starts with. Not by the key's
+    text: Step Functions writes `$$.State.EnteredTime` on a whole second without a fraction (`...:06Z`), which sorts
+    after `...:06.500Z` as text."""
+    if entry.seq in (HEAD_SEQ, END_SEQ):
+        return (0 if entry.seq == HEAD_SEQ else 2), datetime.min.replace(tzinfo=UTC), entry.seq
+    return 1, datetime.fromisoformat(entry.seq.partition("#")[0]), entry.seq
+
+
 class StatusLog:
     def __init__(self, table_name: str) -> None:
         self._table = table(table_name)
@@ -105,7 +115,7 @@ class StatusLog:
             page = self._table.query(**kwargs)
             entries += [Entry.from_item(item) for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
-                return entries
+                return sorted(entries, key=_in_time)
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def create(self, task_id: str, head: Entry) -> bool:
