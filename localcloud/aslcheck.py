@@ -50,7 +50,11 @@ def _schema(definition: dict[str, Any]) -> dict[str, Any]:
             StateMachineDefinition,
         )
 
-        text = json.dumps(StateMachineDefinition()._convert_schema_to_jsonata())
+        schema = StateMachineDefinition()._convert_schema_to_jsonata()
+        task = schema["definitions"]["task"]["properties"]
+        for field in ("TimeoutSeconds", "HeartbeatSeconds"):  # a JSONata expression too, as AWS takes them
+            task[field] = {"anyOf": [task[field], {"type": "string", "pattern": "^{%.*%}$"}]}
+        text = json.dumps(schema)
     else:
         text = files("cfnlint.data.schemas.other.step_functions").joinpath("statemachine.json").read_text()
     # Parallel branches use `"$ref": "#/"`, which cfn-lint reads as the root; `referencing` wants "#".
@@ -68,7 +72,7 @@ def check_schema(definition: dict[str, Any]) -> list[Problem]:
     return problems
 
 
-def _scopes(state: Any) -> list[dict[str, Any]]:
+def scopes(state: Any) -> list[dict[str, Any]]:
     """The nested state scopes of one state: Parallel branches, Map ItemProcessor/Iterator."""
     if not isinstance(state, dict):
         return []
@@ -77,7 +81,8 @@ def _scopes(state: Any) -> list[dict[str, Any]]:
     return [s for s in candidates if isinstance(s, dict)]
 
 
-def _states(scope: dict[str, Any]) -> dict[str, Any]:
+def states_of(scope: dict[str, Any]) -> dict[str, Any]:
+    """The states of one scope (a state machine, a Parallel branch, a Map's processor) by name."""
     return scope["States"] if isinstance(scope.get("States"), dict) else {}
 
 
@@ -96,8 +101,8 @@ def _moto_error(definition: dict[str, Any]) -> str | None:
 def _moto_states(scope: dict[str, Any], language: dict[str, Any]) -> list[Problem]:
     """Parse each state alone (innermost first) so a failure can be pinned on the state that causes it."""
     problems = []
-    for name, state in _states(scope).items():
-        inner = [p for child in _scopes(state) for p in _moto_states(child, language)]
+    for name, state in states_of(scope).items():
+        inner = [p for child in scopes(state) for p in _moto_states(child, language)]
         if inner:
             problems += inner
         elif (error := _moto_error({**language, "StartAt": name, "States": {name: state}})) is not None:
@@ -124,7 +129,7 @@ def _targets(state: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 def check_graph(scope: dict[str, Any], owner: str = TOP) -> list[Problem]:
     problems: list[Problem] = []
-    states, start = _states(scope), scope.get("StartAt")
+    states, start = states_of(scope), scope.get("StartAt")
     edges: dict[str, list[str]] = {name: [] for name in states}
     dangling = False
     for name, state in states.items():
@@ -138,7 +143,7 @@ def check_graph(scope: dict[str, Any], owner: str = TOP) -> list[Problem]:
         terminal = state.get("Type") in ("Succeed", "Fail", "Choice") or state.get("End") is True
         if not terminal and state.get("Next") is None:
             problems.append((name, "graph: has neither Next nor End: true"))
-        for child in _scopes(state):
+        for child in scopes(state):
             problems += check_graph(child, name)
     if start not in states:
         problems.append((owner, f"graph: StartAt {start!r} is not a state in this scope"))

@@ -42,7 +42,7 @@ from localcloud.runtime import lambda_faults
 from localcloud.runtime.build import build_dir, ensure_built
 from localcloud.runtime.lambdas import AsyncConfig, FunctionError, LambdaRuntime
 from localcloud.simulators.macie import MacieSimulator
-from localcloud.simulators.validation import DefinitionValidation
+from localcloud.simulators.stepfunctions import StepFunctions
 
 LOG = logging.getLogger("localcloud")
 
@@ -338,9 +338,10 @@ class LocalCloud:
     def _answer_for_the_account(self) -> None:
         """What the account has before anything is deployed: its answer to Lambda's GetAccountSettings, Macie as the
         account has it (moto's Macie is always on; a test's own MacieSimulator replaces this one), Macie's job log
-        group where Macie has run jobs, and Step Functions' validation of a definition in the Region."""
+        group where Macie has run jobs, and the Step Functions operations moto lacks (ValidateStateMachineDefinition,
+        TestState)."""
         self.add_simulator(LambdaAccountSettings(self.account, self.config.region))
-        self.add_simulator(DefinitionValidation(self.config.region))
+        self.add_simulator(StepFunctions(self.config.region, clock=self.clock))
         self.add_simulator(MacieSimulator(self.config.region, clock=self.clock))
         logs = self.client("logs")
         if (

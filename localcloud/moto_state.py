@@ -1,5 +1,6 @@
-"""moto's private state, read in one place for the rest of the offline cloud (the ground floor: it imports nothing of
-the offline cloud). Each reader names the attribute it reads and why moto's public API does not serve."""
+"""moto's private state, read (and in one case written) in one place for the rest of the offline cloud (the ground
+floor: it imports nothing of the offline cloud). Each function names the attribute it uses and why moto's public API
+does not serve."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from moto.cloudformation.parsing import ResourceMap
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
+from moto.stepfunctions.parser.asl.eval.variable_store import VariableStore
 
 
 def parsed_resource(resource_map: ResourceMap, logical_id: str) -> Any:
@@ -19,3 +21,15 @@ def callback_endpoints(pool: CallbackPoolManager) -> list[CallbackEndpoint]:
     """The callback endpoints of an execution's pool: reads `CallbackPoolManager._pool`, which moto lists nowhere,
     for StopExecution to wake every waiting task (gap 4)."""
     return list(pool._pool.values())
+
+
+def declare_variables(store: VariableStore, values: dict[str, Any]) -> None:
+    """Variables a scope holds before its first state runs (TestState's `variables`): writes `_inner_scope`, as
+    `VariableStore.set` is a state's assignment, which takes effect as that state exits (localcloud.fixes)."""
+    store._inner_scope.update(values)
+
+
+def variables(store: VariableStore) -> dict[str, Any]:
+    """Every variable a Step Functions scope holds, by name: reads `VariableStore._outer_scope` and `_inner_scope`, as
+    moto's one reader (`get_assigned_variables`) lists only what was assigned since the last state's exit reset it."""
+    return {**store._outer_scope, **store._inner_scope}

@@ -10,6 +10,9 @@ import os
 import socket
 from typing import Any
 
+# The one run the guard lets through: the state tier against an AWS account, when this names a role there
+# (tests/conftest.py, tests/statemachines/conftest.py).
+ON_AWS = "TESTSTATE_AWS_ROLE_ARN"
 # Public AWS endpoints (commercial, China, dual-stack); the offline cloud serves on 127.0.0.1.
 AWS_DOMAINS = ("amazonaws.com", "amazonaws.com.cn", "api.aws")
 FAKE_CREDENTIALS = {

@@ -20,6 +20,8 @@ import moto.cloudformation.parsing
 import moto.core.responses
 import moto.core.routing
 import moto.core.utils
+from jsonata import Jsonata
+from jsonata.functions import Functions
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda_simple.models import LambdaSimpleBackend
@@ -35,6 +37,7 @@ from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.path import result_path
+from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringJSONata, StringVariableSample
 from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state import state
 from moto.stepfunctions.parser.asl.component.state.exec import execute_state
@@ -46,10 +49,12 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
+from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
 from moto.stepfunctions.parser.asl.component.state.wait.wait_function import wait_function
 from moto.stepfunctions.parser.asl.eval import environment
 from moto.stepfunctions.parser.asl.eval.callback import callback
 from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
+from moto.stepfunctions.parser.asl.eval.variable_store import VariableStore
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils import json_path
 from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
@@ -59,7 +64,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 
 from localcloud.clock import Clock
 from localcloud.deploy import ResourceFailedError
-from localcloud.fixes import atomic, events, logs, pollers, sfn
+from localcloud.fixes import atomic, events, jsonata, logs, pollers, sfn
 from localcloud.runtime.lambdas import LambdaRuntime
 
 _MISSING = object()
@@ -173,6 +178,14 @@ STEP_FUNCTIONS = (
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn.evaluation_entrypoint, "speed"),
     Patch(Program, "eval", sfn.program_eval, "speed"),
     Patch(StateMachine, "_handle_name_input_idempotency", sfn.name_idempotency, "speed"),
+    Patch(StringJSONata, "_eval_body", jsonata.string_jsonata_eval, "gap 36"),  # every `{% %}` expression
+    Patch(StringVariableSample, "_eval_body", jsonata.variable_sample_eval, "gap 36"),  # JSONPath's `$name`
+    Patch(Preprocessor, "visitString_jsonata", jsonata.visit_string_jsonata, "gap 36"),  # the expression's field
+    Patch(Functions, "_string", staticmethod(jsonata.string_unescaped), "gap 36"),  # jsonata-python's $string
+    Patch(Jsonata, "evaluate_numeric_expression", jsonata.numeric_with_float_remainder, "gap 36"),  # its `%`
+    Patch(VariableStore, "set", jsonata.assign_on_exit, "gap 36"),  # an Assign, kept until its state exits
+    Patch(CommonStateField, "_get_state_exited_event_details", jsonata.exit_with_assignments, "gap 36"),  # then applied
+    Patch(ExecutionState, "_handle_catch", jsonata.catch_without_own_assignments, "gap 36"),  # or dropped if it failed
 )
 
 

@@ -211,3 +211,17 @@ def test_a_file_that_is_not_json_is_one_problem(tmp_path: Path, capsys: pytest.C
     # Then it exits 1 with one line saying the JSON cannot be read
     assert code == 1
     assert capsys.readouterr().out.startswith(f"{path}: (top level): cannot read JSON:")
+
+
+@pytest.mark.parametrize(("value", "problems"), [("{% $states.input.wait %}", 0), ("30", 1)])
+def test_a_jsonata_task_may_compute_its_timeout_but_not_quote_a_number(
+    tmp_path: Path, value: str, problems: int
+) -> None:
+    # Given a JSONata Task whose TimeoutSeconds and HeartbeatSeconds are expressions (AWS evaluates them as the state
+    # starts; cfn-lint's JSONata schema takes only numbers there), or quoted numbers
+    task = {"Type": "Task", "Resource": "${WorkFunctionArn}", "TimeoutSeconds": value, "HeartbeatSeconds": value}
+    definition = {"QueryLanguage": "JSONata", "StartAt": "Work", "States": {"Work": {**task, "End": True}}}
+    # When it is checked
+    found = lines_from(write(tmp_path, definition), "schema")
+    # Then an expression passes, and a quoted number is still refused, for each field
+    assert len(found) == problems * 2, found

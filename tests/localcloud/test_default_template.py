@@ -83,8 +83,10 @@ def test_documents_and_the_concurrency_samples_can_be_left_out_and_extract_keeps
         left_out = {"DocumentsWorkflow", "TagDocumentsFunction", "TranslateDataAccessRole", "MacieLogGroup"}
         left_out |= {"ForwardMacieLogsFunction", "DocumentsWorkflowFailedAlarm", "TagDocumentsFunctionLogGroup"}
         left_out |= {"BoundedWorkflow", "AdmittedWorkflow", "GatedWorkflow", "AdmissionQueue", "PassGateFunction"}
+        left_out |= {"BoundedJsonataWorkflow"}
         assert not left_out & logical_ids
-        assert not {"DocumentsWorkflowArn", "BoundedWorkflowArn", "AdmissionQueueUrl"} & set(cloud.stack.outputs)
+        outputs = {"DocumentsWorkflowArn", "BoundedWorkflowArn", "BoundedJsonataWorkflowArn", "AdmissionQueueUrl"}
+        assert not outputs & set(cloud.stack.outputs)
         # And what extract uses stays: the document bucket and the callback semaphore
         assert {"ExtractWorkflow", "DocumentBucket", "PermitTable", "AcquirePermitFunction"} <= logical_ids
         # And the task API offers extract alone

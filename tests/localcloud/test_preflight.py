@@ -3,7 +3,7 @@
 Macie is on and its job log group exists. preflight reaches the cloud through its endpoint (AWS_ENDPOINT_URL), as it
 would reach `make local`.
 
-Step Functions' ValidateStateMachineDefinition is the offline cloud's (localcloud.simulators.validation): moto does
+Step Functions' ValidateStateMachineDefinition is the offline cloud's (localcloud.simulators.stepfunctions): moto does
 not serve it."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """The bounded workflow on the offline cloud: many executions contend for one resource's permits (the callback
-semaphore, SemaphorePermits = 3); an invariant checker samples the permit table the whole time."""
+semaphore, SemaphorePermits = 3); an invariant checker samples the permit table the whole time. The contention tests
+run against both renditions of the workflow: bounded.asl.json (JSONPath) and its JSONata twin."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pytest
 from boto3.dynamodb.types import TypeDeserializer
 
 from localcloud.client import SignedClient
@@ -20,12 +22,15 @@ from tests.workflows.conftest import SPEEDUP
 PERMITS = 3  # the template's default SemaphorePermits
 WAIT_S = 120.0
 DESERIALIZE = TypeDeserializer()
+# The stack outputs naming the two renditions: one input, one output, the same permits.
+BOTH_RENDITIONS = pytest.mark.parametrize(
+    "machine", ["BoundedWorkflowArn", "BoundedJsonataWorkflowArn"], ids=["jsonpath", "jsonata"]
+)
 
 
-def start(cloud: LocalCloud, resource: str, seconds: int) -> str:
-    machine = cloud.stack.outputs["BoundedWorkflowArn"]
+def start(cloud: LocalCloud, resource: str, seconds: int, machine: str) -> str:
     started = cloud.client("stepfunctions").start_execution(
-        stateMachineArn=machine, input=json.dumps({"resource": resource, "seconds": seconds})
+        stateMachineArn=cloud.stack.outputs[machine], input=json.dumps({"resource": resource, "seconds": seconds})
     )
     return str(started["executionArn"])
 
@@ -100,12 +105,15 @@ def wait_all_ended(cloud: LocalCloud, arns: list[str]) -> dict[str, dict[str, An
     return ends
 
 
-def test_thirty_contenders_never_more_than_three_holders_admitted_in_arrival_order(cloud: LocalCloud) -> None:
+@BOTH_RENDITIONS
+def test_thirty_contenders_never_more_than_three_holders_admitted_in_arrival_order(
+    cloud: LocalCloud, machine: str
+) -> None:
     resource = f"partner-api-{uuid.uuid4().hex[:8]}"
     arns: list[str] = []
     with invariant(cloud, resource) as seen:
         for n in range(30):  # each queued (or granted) before the next starts: arrival order is start order
-            arn = start(cloud, resource, seconds=(n % 4) * SPEEDUP // 4)  # 0 to 45 simulated seconds
+            arn = start(cloud, resource, seconds=(n % 4) * SPEEDUP // 4, machine=machine)  # 0 to 45 simulated s
             arns.append(arn)
             deadline = time.monotonic() + WAIT_S
             # seen in the table, or already through (a short section can end before the table is looked at)
@@ -117,6 +125,7 @@ def test_thirty_contenders_never_more_than_three_holders_admitted_in_arrival_ord
         ends = wait_all_ended(cloud, arns)
 
     assert {end["status"] for end in ends.values()} == {"SUCCEEDED"}
+    assert all(json.loads(end["output"]) == {"resource": resource, "released": True} for end in ends.values())
     assert seen["samples"] > 30
     assert seen["max_holders"] == PERMITS  # the limit is reached and never passed
     assert seen["max_held"] <= PERMITS
@@ -125,12 +134,13 @@ def test_thirty_contenders_never_more_than_three_holders_admitted_in_arrival_ord
     assert entries(cloud, resource) == [{"resource": resource, "entry": "#", "held": 0}]  # nothing is left behind
 
 
-def test_a_holder_stopped_in_its_critical_section_hands_its_permit_on(cloud: LocalCloud) -> None:
+@BOTH_RENDITIONS
+def test_a_holder_stopped_in_its_critical_section_hands_its_permit_on(cloud: LocalCloud, machine: str) -> None:
     resource = f"database-{uuid.uuid4().hex[:8]}"
-    holders = [start(cloud, resource, seconds=3600) for _ in range(PERMITS)]  # an hour each
+    holders = [start(cloud, resource, seconds=3600, machine=machine) for _ in range(PERMITS)]  # an hour each
     # The waiter starts once every permit is held: executions started together acquire in any order
     wait_for_entries(cloud, resource, ["holder"] * PERMITS)
-    waiter = start(cloud, resource, seconds=0)
+    waiter = start(cloud, resource, seconds=0, machine=machine)
     wait_for_entries(cloud, resource, [*["holder"] * PERMITS, "waiter"])
 
     stopped = time.monotonic()
