@@ -27,11 +27,12 @@ $(SAM_VENV)/.installed: requirements-sam.lock
 	$(SAM_VENV)/bin/pip install --quiet -r requirements-sam.lock
 	touch $@
 
-# Lambda's python3.13 runtime, offline: CPython 3.13 with boto3 and nothing else. The offline cloud runs every
-# function's `sam build` artifact on it, so a module missing from the package fails here as it would on AWS.
+# Lambda's python3.13 runtime, offline: CPython 3.13 with boto3 and the durable execution SDK (Lambda's runtime carries
+# one "for testing and development"), nothing else. The offline cloud runs every function's `sam build` artifact on
+# it, so a module missing from the package fails here as it would on AWS.
 $(LAMBDA_VENV)/.installed: requirements.lock $(VENV)/.installed
 	$(PYTHON) -m venv --without-pip $(LAMBDA_VENV)
-	$(PY) -m pip --python $(LAMBDA_VENV)/bin/python install --quiet -c requirements.lock boto3
+	$(PY) -m pip --python $(LAMBDA_VENV)/bin/python install --quiet -c requirements.lock boto3 aws-durable-execution-sdk-python
 	touch $@
 
 # checkov in its own environment: it pins dependencies of its own, and only `make scan` needs it.

@@ -123,7 +123,8 @@ class Account:
 
 class LambdaAccountSettings:
     """Answers Lambda's GetAccountSettings (moto has none) from the account; every other Lambda operation goes on to
-    moto. Registered with localcloud.simulators like a simulator, with `partial` set."""
+    moto, or to a subclass's method of its name (localcloud.durable.api's durable execution API: one answerer per
+    service). Registered with localcloud.simulators like a simulator, with `partial` set."""
 
     service: ClassVar[str] = "lambda"
     partial: ClassVar[bool] = True  # the operations it does not define are moto's
@@ -139,7 +140,7 @@ class LambdaAccountSettings:
         return self.account.lambda_settings(reserved, sum(int(fn.code_size) for fn in functions), len(functions))
 
     def handle(self, operation: Any, params: dict[str, Any]) -> dict[str, Any]:
-        return self.GetAccountSettings(params)
+        return getattr(self, operation.name)(params)  # type: ignore[no-any-return]
 
     def settle(self, timeout: float = 10.0) -> None:
         pass

@@ -33,14 +33,16 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wsgi import LimitedStream
 
 from localcloud import account, simulators
-from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, LambdaAccountSettings
+from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account
 from localcloud.clock import Clock
 from localcloud.deploy import Stack, delete, deploy, unsubscribe
+from localcloud.durable.api import LambdaApi
+from localcloud.durable.runtime import DurableRuntime
 from localcloud.fixes import events, patches, pollers
 from localcloud.httpapi import Credential, HttpApiServer, Route
 from localcloud.runtime import lambda_faults
 from localcloud.runtime.build import build_dir, ensure_built
-from localcloud.runtime.lambdas import AsyncConfig, FunctionError, LambdaRuntime
+from localcloud.runtime.lambdas import AsyncConfig, FunctionError
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.stepfunctions import StepFunctions
 
@@ -195,7 +197,7 @@ class LocalCloud:
         self._log_lock = threading.Lock()
         self._clients: dict[str, Any] = {}
         self._clients_lock = threading.Lock()
-        self.runtime = LambdaRuntime(
+        self.runtime = DurableRuntime(
             build_dir(config.template),
             config.region,
             self.account,
@@ -336,11 +338,11 @@ class LocalCloud:
         self._simulators.append(simulator)
 
     def _answer_for_the_account(self) -> None:
-        """What the account has before anything is deployed: its answer to Lambda's GetAccountSettings, Macie as the
-        account has it (moto's Macie is always on; a test's own MacieSimulator replaces this one), Macie's job log
-        group where Macie has run jobs, and the Step Functions operations moto lacks (ValidateStateMachineDefinition,
-        TestState)."""
-        self.add_simulator(LambdaAccountSettings(self.account, self.config.region))
+        """What the account has before anything is deployed: the Lambda operations moto lacks (GetAccountSettings, the
+        durable execution API: localcloud.durable), Macie as the account has it (moto's Macie is always on; a test's
+        own MacieSimulator replaces this one), Macie's job log group where Macie has run jobs, and the Step Functions
+        operations moto lacks (ValidateStateMachineDefinition, TestState)."""
+        self.add_simulator(LambdaApi(self.account, self.config.region, self.runtime.serve_durable(self.clock)))
         self.add_simulator(StepFunctions(self.config.region, clock=self.clock))
         self.add_simulator(MacieSimulator(self.config.region, clock=self.clock))
         logs = self.client("logs")
@@ -399,6 +401,7 @@ class LocalCloud:
         self._stacks.append(stack)
         self._configure_async_invokes(stack)
         self._configure_logging(stack)
+        self.runtime.configure_durable(stack)
         return stack
 
     def delete_stack(self, stack: Stack) -> None:

@@ -36,6 +36,7 @@ from moto.stepfunctions.parser.api import (
     TaskDoesNotExist,
     TaskTimedOut,
 )
+from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEventException
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
@@ -317,6 +318,23 @@ _RUNTIME_ERROR = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
 def _ends_the_execution(failure: FailureEventException) -> bool:
     event = failure.failure_event
     return event.event_type == HistoryEventType.ExecutionFailed and event.error_name == _RUNTIME_ERROR
+
+
+_original_error_equals = ErrorEqualsDecl._eval_body
+# What AWS documents States.ALL cannot catch (concepts-error-handling: "can't catch the States.DataLimitExceeded
+# terminal error type and runtime error types").
+_TERMINAL_ERRORS = {"States.Runtime", "States.DataLimitExceeded"}
+_STATES_ALL = StatesErrorName(typ=StatesErrorNameType.StatesALL)
+
+
+def error_equals(self: ErrorEqualsDecl, env: Environment) -> None:
+    """Gap 37: States.ALL in a Retry or Catch matches every error but the terminal ones, States.Runtime and
+    States.DataLimitExceeded, as on AWS. moto's matched those too: a Task whose Parameters named a path its input
+    lacks was caught by States.ALL and the execution went on, where AWS fails it with States.Runtime."""
+    error = env.stack[-1]
+    _original_error_equals(self, env)
+    if getattr(error, "error_name", None) in _TERMINAL_ERRORS and _STATES_ALL in self.error_names:
+        env.stack[-1] = False
 
 
 _original_terminated = BaseExecutionWorkerCommunication.terminated

@@ -80,8 +80,9 @@ EXECUTION_ROLE = Credential(
 
 
 def runtime_python() -> Path:
-    """The interpreter workers run on: Lambda's python3.13 runtime, i.e. CPython 3.13 with boto3 and nothing else
-    (`make install` creates .venv-lambda; LOCALCLOUD_LAMBDA_PYTHON points elsewhere)."""
+    """The interpreter workers run on: Lambda's python3.13 runtime, i.e. CPython 3.13 with boto3 and the durable
+    execution SDK, as Lambda's carries them, and nothing else (`make install` creates .venv-lambda;
+    LOCALCLOUD_LAMBDA_PYTHON points elsewhere)."""
     configured = os.environ.get("LOCALCLOUD_LAMBDA_PYTHON")
     python = Path(configured) if configured else PROJECT_ROOT / ".venv-lambda" / "bin" / "python"
     if not python.exists():

@@ -203,8 +203,16 @@ def _session() -> boto3.session.Session:
 
 
 def _params(body: bytes | str | None, url: str, operation: OperationModel) -> dict[str, Any]:
-    """The call's parameters: the JSON body, plus URI labels and query-string members for rest-json services."""
-    params: dict[str, Any] = json.loads(body) if body else {}
+    """The call's parameters: the JSON body, plus URI labels and query-string members for rest-json services. An
+    input whose body is one member (rest-json's payload trait: Lambda's SendDurableExecutionCallbackSuccess sends its
+    Result as the raw body) gets the body as that member: a blob as sent, a structure parsed."""
+    payload = operation.input_shape.serialization.get("payload") if operation.input_shape is not None else None
+    if payload is None:
+        params: dict[str, Any] = json.loads(body) if body else {}
+    elif operation.input_shape.members[payload].type_name == "blob":
+        params = {payload: body.encode() if isinstance(body, str) else body or b""}
+    else:
+        params = {payload: json.loads(body)} if body else {}
     parts = urlsplit(url)
     match = _uri_pattern(operation).fullmatch(parts.path)
     query = parse_qs(parts.query)

@@ -391,6 +391,36 @@ def scenario_unresolved_timer_paths() -> dict[str, Any]:
     return seen
 
 
+def scenario_states_all() -> dict[str, Any]:
+    """Gap 37: a Task whose Parameters name a path its input lacks (States.Runtime), and one whose queue does not exist
+    (the service's error), each with a Catch on States.ALL."""
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    queue = sqs.create_queue(QueueName="states-all")["QueueUrl"]
+    seen: dict[str, Any] = {}
+    for case, parameters in {
+        "missing_path": {"QueueUrl": queue, "MessageBody.$": "$.missing"},
+        "missing_queue": {"QueueUrl": f"{queue}-gone", "MessageBody": "hello"},
+    }.items():
+        states = {
+            "Send": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::sqs:sendMessage",
+                "Parameters": parameters,
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "Caught"}],
+                "End": True,
+            },
+            "Caught": {"Type": "Pass", "End": True},
+        }
+        execution_arn = sfn.start_execution(
+            stateMachineArn=_state_machine(sfn, f"StatesAll-{case}", states, "Send"), input="{}"
+        )["executionArn"]
+        seen[case] = {
+            **_wait_until_done(sfn, execution_arn, within_s=10),
+            "events": [e["type"] for e in _history(sfn, execution_arn)],
+        }
+    return seen
+
+
 def scenario_status_change_events() -> dict[str, Any]:
     """Gap 8: the `Step Functions Execution Status Change` events a rule on the default bus receives."""
     sfn, sqs, events = _clients("stepfunctions", "sqs", "events")
@@ -513,6 +543,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "context_object": scenario_context_object,
     "sdk_timestamps": scenario_sdk_timestamps,
     "unresolved_timer_paths": scenario_unresolved_timer_paths,
+    "states_all": scenario_states_all,
     "waiting_threads": scenario_waiting_threads,  # last: unpatched, its executions wait on past their stop
 }
 
@@ -768,6 +799,17 @@ def test_gap34_patched_an_unresolved_timer_path_fails_the_execution_once(patched
         assert seen["events"].count("ExecutionFailed") == 1 and seen["events"][-1] == "ExecutionFailed", (path, seen)
 
 
+def test_gap37_patched_states_all_catches_a_services_error_but_never_states_runtime(patched: None) -> None:
+    # Given moto with the Step Functions patches installed
+    # When a Task with a Catch on States.ALL fails with States.Runtime (its Parameters name a missing path)
+    result = scenario_states_all()
+    # Then the Catch does not take it: the execution fails with States.Runtime, as on AWS
+    assert (result["missing_path"]["status"], result["missing_path"]["error"]) == ("FAILED", "States.Runtime"), result
+    assert "PassStateEntered" not in result["missing_path"]["events"], result
+    # And a service's error is still caught by States.ALL
+    assert result["missing_queue"]["status"] == "SUCCEEDED" and "PassStateEntered" in result["missing_queue"]["events"]
+
+
 def test_gap23_patched_finished_threads_are_freed(patched: None) -> None:
     # Given moto with the Step Functions patches installed
     # When 10 executions of a Parallel state with two branches run to the end
@@ -908,6 +950,14 @@ def test_gap34_unpatched_moto_records_an_unresolved_timer_path_as_the_states_fai
     # And a Catch on States.ALL takes it: the execution succeeds past an ExecutionFailed event
     assert result["timeout"]["status"] == "SUCCEEDED"
     assert "ExecutionFailed" in result["timeout"]["events"], result["timeout"]
+
+
+def test_gap37_unpatched_moto_catches_states_runtime_with_states_all(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto, when a Task's Parameters name a missing path and its Catch is on States.ALL
+    result = unpatched.result("states_all")
+    # Then the Catch takes States.Runtime and the execution goes on to succeed
+    assert result["missing_path"]["status"] == "SUCCEEDED", result
+    assert "PassStateEntered" in result["missing_path"]["events"], result
 
 
 def test_gap23_unpatched_moto_keeps_every_finished_thread(unpatched: UnpatchedProbe) -> None:
