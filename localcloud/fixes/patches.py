@@ -38,6 +38,7 @@ from moto.events.models import EventsBackend, Rule
 from moto.stepfunctions.models import StateMachine
 from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
 from moto.stepfunctions.parser.asl.component.common.path import result_path
+from moto.stepfunctions.parser.asl.component.common.path.result_path import ResultPath
 from moto.stepfunctions.parser.asl.component.common.string.string_expression import StringJSONata, StringVariableSample
 from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state import state
@@ -161,9 +162,11 @@ STEP_FUNCTIONS = (
     Patch(StateTaskServiceAwsSdk, "_normalise_service_error_name", staticmethod(sfn.sdk_error_prefix), "gap 1"),
     Patch(StateTaskServiceAwsSdk, "_normalise_exception_name", staticmethod(sfn.sdk_error_name), "gap 1"),
     Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn.setup_heartbeat_endpoint, "gap 3"),
+    Patch(CallbackEndpoint, "interrupt_all", sfn.interrupt_all, "gap 30"),
     Patch(ExecutionWorker, "stop", sfn.stop, "gap 4"),
     Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gaps 4, 34"),
     Patch(ErrorEqualsDecl, "_eval_body", sfn.error_equals, "gap 37"),
+    Patch(ResultPath, "_eval_body", sfn.result_path, "gap 38"),
     Patch(StepFunctionsParserBackend, "start_execution", sfn.start_execution, "gaps 5, 24"),
     Patch(StepFunctionResponse, "send_task_failure", sfn.send_task_failure, "gap 7"),
     Patch(BaseExecutionWorkerCommunication, "terminated", sfn.terminated, "gap 8"),

@@ -34,12 +34,17 @@ from moto.stepfunctions.parser.api import (
     HistoryEventType,
     InvalidToken,
     TaskDoesNotExist,
+    TaskFailedEventDetails,
     TaskTimedOut,
 )
 from moto.stepfunctions.parser.asl.component.common.error_name.error_equals_decl import ErrorEqualsDecl
-from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import FailureEventException
+from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
+    FailureEvent,
+    FailureEventException,
+)
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
+from moto.stepfunctions.parser.asl.component.common.path.result_path import ResultPath
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.program.program import Program
@@ -61,6 +66,7 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
     HeartbeatEndpoint,
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
+from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
 from moto.stepfunctions.parser.asl.eval.program_state import ProgramStopped
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
@@ -320,6 +326,27 @@ def _ends_the_execution(failure: FailureEventException) -> bool:
     return event.event_type == HistoryEventType.ExecutionFailed and event.error_name == _RUNTIME_ERROR
 
 
+_original_result_path = ResultPath._eval_body
+
+
+def result_path(self: ResultPath, env: Environment) -> None:
+    """Gap 38: a ResultPath that cannot be applied to the state's input (a field under a string) fails the state with
+    States.ResultPathMatchFailure, the error AWS documents for it ("failed to apply a state's ResultPath field to the
+    input the state received"), which a Retry or Catch on States.ALL takes. moto let its own TypeError out, which
+    became States.Runtime, which AWS never lets a Catch take (gap 37). The cause's wording is ours."""
+    try:
+        _original_result_path(self, env)
+    except FailureEventException:
+        raise
+    except Exception as failure:
+        name = StatesErrorName(typ=StatesErrorNameType.StatesResultPathMatchFailure)
+        cause = f"Unable to apply ResultPath {self.result_path_src!r} to the state's input: {failure}"
+        details = EventDetails(taskFailedEventDetails=TaskFailedEventDetails(error=name.error_name, cause=cause))
+        raise FailureEventException(
+            FailureEvent(env=env, error_name=name, event_type=HistoryEventType.TaskFailed, event_details=details)
+        ) from failure
+
+
 _original_error_equals = ErrorEqualsDecl._eval_body
 # What AWS documents States.ALL cannot catch (concepts-error-handling: "can't catch the States.DataLimitExceeded
 # terminal error type and runtime error types").
@@ -515,9 +542,23 @@ def _close(pool: CallbackPoolManager, token: str, outcome: CallbackOutcomeSucces
     as on AWS."""
     with _closing:
         endpoint = pool.get(token)
-        if endpoint is not None and endpoint.get_outcome() is not None:
+        closed = endpoint is not None and endpoint.get_outcome() is not None
+        if closed or getattr(endpoint, "localcloud_ended", False):
             raise TaskClosed()
         return pool.notify(token, outcome)
+
+
+_original_interrupt_all = CallbackEndpoint.interrupt_all
+
+
+def interrupt_all(self: CallbackEndpoint) -> None:
+    """Gap 30 (a task that ended without a callback): the task calls this as its wait ends, however it ends (its
+    TimeoutSeconds or HeartbeatSeconds passed, its execution stopped). The task is closed from then on: a late
+    SendTaskSuccess or SendTaskFailure hears TaskTimedOut, as on AWS. moto's endpoint took it (answered success, to an
+    execution that had already gone on through its Catch)."""
+    with _closing:
+        self.localcloud_ended = True  # type: ignore[attr-defined]
+    _original_interrupt_all(self)
 
 
 def send_task_success_by_key(self: StepFunctionsParserBackend, task_token: str, outcome: str) -> None:
@@ -536,10 +577,13 @@ def send_task_failure_by_key(
 def send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str) -> None:
     """Gap 28: a heartbeat for a task still open is accepted, as AWS accepts it, also while the task's own call still
     runs (its heartbeat endpoint not made yet: moto answered InvalidToken, and a reconciler told "closed" forgot a
-    live registration); one for a task that has its outcome is refused, whether or not it has a heartbeat endpoint."""
+    live registration); one for a task that has its outcome, or whose wait has ended, is refused, whether or not it
+    has a heartbeat endpoint."""
     pool = _waiting_pool(task_token)
     endpoint = pool.get(task_token)
-    open_task = endpoint is not None and endpoint.get_outcome() is None
+    open_task = (
+        endpoint is not None and endpoint.get_outcome() is None and not getattr(endpoint, "localcloud_ended", False)
+    )
     _send(pool, lambda: open_task and (pool.heartbeat(task_token) or True))
 
 

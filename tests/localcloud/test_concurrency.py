@@ -246,10 +246,10 @@ def test_send_task_success_finds_its_task_by_token_whatever_else_is_starting(aws
 Close = Callable[[Any, str, int], None]  # (Step Functions client, task token, caller): one SendTask{Success,Failure}
 
 
-def _callback_machine() -> tuple[str, str]:
-    """A state machine whose task sends its token to a new queue and waits for it, catching a failure, then waits an
-    hour (so a caller that comes after the task closed meets its execution still RUNNING, as a late callback on AWS
-    does); its ARN and the queue's URL."""
+def _callback_machine(timeout_seconds: int | None = None) -> tuple[str, str]:
+    """A state machine whose task sends its token to a new queue and waits for it (for `timeout_seconds`, if given),
+    catching a failure, then waits an hour (so a caller that comes after the task closed meets its execution still
+    RUNNING, as a late callback on AWS does); its ARN and the queue's URL."""
     sqs = boto3.client("sqs", region_name=REGION)
     queue = sqs.create_queue(QueueName=f"tokens-{uuid.uuid4().hex[:8]}")["QueueUrl"]
     definition = {
@@ -261,6 +261,7 @@ def _callback_machine() -> tuple[str, str]:
                 "Parameters": {"QueueUrl": queue, "MessageBody.$": "$$.Task.Token"},
                 "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.failure", "Next": "Hold"}],
                 "Next": "Hold",
+                **({"TimeoutSeconds": timeout_seconds} if timeout_seconds else {}),
             },
             "Hold": {"Type": "Wait", "Seconds": 3600, "End": True},
         },
@@ -353,6 +354,38 @@ def test_of_callers_closing_one_task_at_once_exactly_one_succeeds(aws: None, bus
             assert json.loads(event["taskSucceededEventDetails"]["output"]) == {"who": winner}
         else:
             assert event["taskFailedEventDetails"]["error"] == f"Worker{winner}"
+
+
+def _late_callback(send: Close) -> str | None:
+    """A task that timed out (TimeoutSeconds 1, caught) while its execution goes on; `send` then closes it: the error
+    code it was answered, None if it was answered success."""
+    client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    machine, queue = _callback_machine(timeout_seconds=1)
+    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
+    token = wait_for(
+        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
+        what="the task's token",
+    )
+    wait_for(functools.partial(_history_with, client, execution, "WaitStateEntered"), what="the task's timeout")
+    try:
+        send(client, token, 0)
+        return None
+    except ClientError as exc:
+        return str(exc.response["Error"]["Code"])
+    finally:
+        client.stop_execution(executionArn=execution)
+
+
+def test_moto_alone_takes_a_callback_for_a_task_that_timed_out(aws: None) -> None:
+    # When a task has timed out and its execution went on through its Catch, moto's own SendTaskSuccess is answered
+    # success: the gap the fix closes is still in moto
+    assert _late_callback(_moto_succeed) is None
+
+
+def test_a_callback_for_a_task_that_timed_out_hears_task_timed_out(aws: None) -> None:
+    # When a task has timed out and its execution went on through its Catch, a late SendTaskSuccess or
+    # SendTaskFailure is answered TaskTimedOut, as Step Functions answers it
+    assert (_late_callback(_succeed), _late_callback(_fail)) == ("TaskTimedOut", "TaskTimedOut")
 
 
 # --- Step Functions: many definitions parsed at once ------------------------------------------------------------------
