@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import time
 import traceback
+import uuid
 from collections.abc import Callable
 from typing import Any
+
+import requests
 
 from localcloud import simulators
 from localcloud.client import SignedClient, wait_for_execution
@@ -216,6 +219,20 @@ def semaphore_flow(cloud: LocalCloud, contenders: int = 30) -> str:
     return f"{contenders} contenders, at most {most} holders at once, admitted in arrival order"
 
 
+def call(api: SignedClient, method: str, path: str, body: Any = None) -> requests.Response:
+    """One call of the task API as an AWS SDK makes one: a throttled or failed answer (429 or 5xx; in a new account
+    the API's function shares ten concurrent executions with every other function, and API Gateway answers 500 when
+    Lambda throttles it) is tried again with backoff. A POST carries an Idempotency-Key, so a retried one starts its
+    task once."""
+    headers = {"Idempotency-Key": f"demo-{uuid.uuid4()}"} if method == "POST" else None
+    for attempt in range(8):
+        answer = api.request(method, path, body, headers)
+        if answer.status_code != 429 and answer.status_code < 500:
+            return answer
+        time.sleep(min(2.0, 0.1 * 2**attempt))
+    return answer
+
+
 def _ended(sfn: Any, arn: str) -> bool:
     return bool(sfn.describe_execution(executionArn=arn)["status"] != "RUNNING")
 
@@ -248,7 +265,7 @@ def extract_flow(cloud: LocalCloud, batches: int = 2, per_batch: int = 20) -> st
         prefix = f"demo-extract/{run}/batch-{batch}/"
         for n in range(per_batch):
             s3.put_object(Bucket=bucket, Key=f"{prefix}invoice-{n:02d}.pdf", Body=f"Invoice {n}: 3 widgets".encode())
-        submitted = api.request("POST", "/task", {"type": "extract", "input": {"prefix": prefix}})
+        submitted = call(api, "POST", "/task", {"type": "extract", "input": {"prefix": prefix}})
         print(f"    POST /task extract {prefix} -> {submitted.status_code} {submitted.headers.get('Location')}")
         if submitted.status_code != 202:
             raise AssertionError(f"POST /task answered {submitted.status_code}: {submitted.text}")
@@ -256,7 +273,7 @@ def extract_flow(cloud: LocalCloud, batches: int = 2, per_batch: int = 20) -> st
     print(f"    Bedrock Data Automation quota: {quota} jobs at once")
     shown, deadline = "", time.monotonic() + 120
     while True:
-        tasks = [api.request("GET", location).json() for location in locations]
+        tasks = [call(api, "GET", location).json() for location in locations]
         line = "  ".join(
             f"{t['status']} {t['detail']['done']}/{per_batch}" if "done" in t["detail"] else t["status"] for t in tasks
         )
@@ -271,7 +288,7 @@ def extract_flow(cloud: LocalCloud, batches: int = 2, per_batch: int = 20) -> st
     if any(t["status"] != "SUCCEEDED" for t in tasks):
         raise AssertionError(f"tasks ended {[t['status'] for t in tasks]}")
     extracted = sum(
-        d["status"] == "SUCCEEDED" for t in tasks for d in api.request("GET", t["resultUrl"]).json()["documents"]
+        d["status"] == "SUCCEEDED" for t in tasks for d in call(api, "GET", t["resultUrl"]).json()["documents"]
     )
     print(f"    BDA: {len(bda.jobs)} jobs, at most {bda.peak_jobs} at once, {bda.rejected} refused over the quota")
     if (bda.peak_jobs > quota) or bda.rejected or extracted != batches * per_batch:
@@ -328,14 +345,14 @@ def api_flow(cloud: LocalCloud) -> str:
             "targetLanguages": ["de"],
         },
     }
-    submitted = api.request("POST", "/task", request, {"Idempotency-Key": f"demo-{time.time_ns()}"})
+    submitted = call(api, "POST", "/task", request)
     print(f"    POST /task -> {submitted.status_code} {submitted.text}  Location: {submitted.headers['Location']}")
     if submitted.status_code != 202:
         raise AssertionError(f"POST /task answered {submitted.status_code}")
     location, shown = submitted.headers["Location"], ""
     deadline = time.monotonic() + 60
     while True:
-        task = api.request("GET", location).json()
+        task = call(api, "GET", location).json()
         if task["status"] != shown:
             shown = task["status"]
             print(f"    GET {location} -> {shown}", flush=True)
@@ -346,8 +363,8 @@ def api_flow(cloud: LocalCloud) -> str:
         time.sleep(0.2)
     if task["status"] != "SUCCEEDED":
         raise AssertionError(f"task ended {task['status']}: {task.get('error')} {task.get('cause')}")
-    result = api.request("GET", task["resultUrl"])
+    result = call(api, "GET", task["resultUrl"])
     print(f"    GET {task['resultUrl']} -> {result.status_code} {result.text}")
-    history = api.request("GET", f"{location}/history").json()["entries"]
+    history = call(api, "GET", f"{location}/history").json()["entries"]
     print(f"    history: {' -> '.join(entry['status'] for entry in history)}")
     return f"task {task['id']} {task['status']}: {result.json()['tagged']}"

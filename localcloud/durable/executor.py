@@ -49,6 +49,7 @@ from localcloud.simulators import ServiceError
 QUALIFIER = "$LATEST"  # the offline cloud versions no function (docs/offline-cloud.md, the charter)
 RETENTION_DAYS = 14  # DurableConfig's RetentionPeriodInDays when the template names none (kept, not enforced)
 EXECUTION_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # Invoke's DurableExecutionName, as it sits in the ARN
+SYNCHRONOUS_SECONDS = 900  # Lambda's limit on a synchronous invocation of a durable function (15 minutes)
 
 
 @functools.cache
@@ -237,8 +238,17 @@ class DurableExecutions:
 
     def outcome(self, execution_arn: str) -> Any:
         """Wait for the execution to end: its result, or FunctionError with its error as Lambda reports a function's
-        (a synchronous Invoke's answer)."""
-        self._executor.wait_until_complete(execution_arn)
+        (a synchronous Invoke's answer). Lambda waits 15 minutes at most for a synchronous invocation of a durable
+        function; past that, the caller gets a function error and the execution goes on."""
+        if not self._executor.wait_until_complete(execution_arn, timeout=SYNCHRONOUS_SECONDS):
+            raise FunctionError(
+                {
+                    "errorType": "TimeoutError",
+                    "errorMessage": f"The durable execution did not end within {SYNCHRONOUS_SECONDS} seconds of a "
+                    "synchronous invocation; it goes on",
+                    "stackTrace": [],
+                }
+            )
         details = self._executor.get_execution_details(execution_arn)
         if details.status == "SUCCEEDED":
             return json.loads(details.result) if details.result else None
@@ -265,9 +275,6 @@ class DurableExecutions:
         self, execution_arn: str, include_data: bool, reverse: bool, marker: str | None, max_items: int | None
     ) -> dict[str, Any]:
         return self._executor.get_execution_history(execution_arn, include_data, reverse, marker, max_items).to_dict()
-
-    def list_by_function(self, function_name: str, **filters: Any) -> dict[str, Any]:
-        return self._executor.list_executions_by_function(function_name, **filters).to_dict()
 
     def stop_execution(self, execution_arn: str, error: ErrorObject | None) -> dict[str, Any]:
         return self._executor.stop_execution(execution_arn, error).to_dict()

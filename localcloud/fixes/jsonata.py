@@ -59,6 +59,8 @@ from moto.stepfunctions.parser.asl.eval.variable_store import IllegalOuterScopeW
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 from moto.stepfunctions.parser.asl.utils.json_path import extract_json
 
+from localcloud import moto_state
+
 # --- Step Functions' own JSONata functions --------------------------------------------------------------------------
 _HASHES: dict[str, Callable[[bytes], Any]] = {
     "MD5": hashlib.md5,
@@ -176,8 +178,7 @@ def _bindings(env: Environment) -> dict[str, Any]:
     """What an expression sees: Step Functions' functions, the variables in scope (inner over outer) and `$states`
     (input, context, result, errorOutput: moto's own `States` data, not copied: evaluation only reads it). A
     variable holding null is bound as JSONata null (a top-level None would be undefined)."""
-    store = env.variable_store
-    variables = {**store._outer_scope, **store._inner_scope}
+    variables = moto_state.variables(env.variable_store)
     return {
         **_FUNCTIONS,
         **{name: Utils.NULL_VALUE if value is None else value for name, value in variables.items()},

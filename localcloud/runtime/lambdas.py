@@ -344,23 +344,43 @@ class Worker:
 class AccountConcurrency:
     """The account's unreserved concurrency: every function without a reservation draws on it, together. Lambda runs
     at most the Region's quota less what functions reserve at once across them all (a new account's quota is 10); an
-    invocation beyond it is throttled (Reason ConcurrentInvocationLimitExceeded), or waits when `wait` (an
-    asynchronous one, in Lambda's queue)."""
+    invocation beyond it is throttled, or waits when `wait` (an asynchronous one, in Lambda's queue)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
+        self._limit = limit
         self._in_use = 0
+        self._waiting = 0
         self._freed = threading.Condition()
+
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    @limit.setter
+    def limit(self, value: int) -> None:
+        with self._freed:
+            self._limit = value
+            self._freed.notify_all()  # a raised limit lets waiting invocations run
+
+    @property
+    def waiting(self) -> int:
+        """Invocations waiting for a free execution now."""
+        with self._freed:
+            return self._waiting
 
     def acquire(self, function_name: str, wait: bool) -> None:
         with self._freed:
-            while self._in_use >= self.limit:
+            while self._in_use >= self._limit:
                 if not wait:
                     raise Throttled(
-                        f"Rate Exceeded. {function_name}: the account's {self.limit} unreserved concurrent executions "
+                        f"Rate Exceeded. {function_name}: the account's {self._limit} unreserved concurrent executions "
                         "are in use"
                     )
-                self._freed.wait()
+                self._waiting += 1
+                try:
+                    self._freed.wait()
+                finally:
+                    self._waiting -= 1
             self._in_use += 1
 
     def release(self) -> None:
@@ -407,6 +427,8 @@ class FunctionPool:
 
     def invoke(self, event: Any, wait: bool) -> Any:
         request_id = str(uuid.uuid4())
+        # The account's execution is taken first: a throttled invocation starts no environment, as on Lambda; one
+        # queued past this pool's ENVIRONMENTS_PER_CORE holds the execution it would be running on Lambda.
         if self.account:
             self.account.acquire(self.spec.name, wait)
         try:

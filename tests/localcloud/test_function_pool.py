@@ -256,6 +256,7 @@ def test_functions_without_a_reservation_share_the_accounts_unreserved_concurren
     queued: list[int] = []
     later = threading.Thread(target=lambda: queued.append(pools[1].invoke({}, wait=True)))
     later.start()
+    wait_for(lambda: unreserved.waiting == 1, timeout=10, what="the queued invocation waiting")
     assert queued == [] and len(workers) == 10
     workers[0].release.set()  # one of the first function's invocations ends
     wait_for(lambda: len(workers) == 11, timeout=10, what="the queued invocation's environment")

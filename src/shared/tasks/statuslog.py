@@ -28,7 +28,8 @@ TERMINAL = EXECUTION_ENDS | {CANCELLED}
 
 
 def timestamp(moment: datetime | None = None) -> str:
-    """`2026-01-15T10:31:47.123Z`: the format of `$$.State.EnteredTime`, so both sort together."""
+    """`2026-01-15T10:31:47.123Z`: the format of `$$.State.EnteredTime` (which drops the fraction on a whole second:
+    entries are read back in time order, `_in_time`)."""
     return (moment or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
