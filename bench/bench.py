@@ -608,7 +608,8 @@ def markdown(results: dict[str, Any]) -> str:
         "# Performance (make bench)",
         "",
         f"Measured {m['date']} on {m['cpus']} cores, {m['memory_gb']} GB, Python {m['python']}, {m['platform']}; the",
-        "offline cloud of this repository (moto's Step Functions interpreter, the functions' packages in workers).",
+        "offline cloud of this repository (moto's Step Functions interpreter, the functions' packages in workers) as",
+        "an established account (Lambda quota 1,000: a new account's 10 at once could not run P2's 100 on AWS either).",
         "Offline figures say how the design behaves, not what AWS's own latencies are.",
         "Raw figures: .aws-sam/bench/results.json.",
     ]
