@@ -505,8 +505,10 @@ def _waiting_pool(token: str) -> CallbackPoolManager:
     with _callbacks_lock:
         pool = _callbacks.get(token)
     execution = getattr(pool, "localcloud_execution", None)
-    if pool is None or execution is None or execution.exec_status != ExecutionStatus.RUNNING:
+    if pool is None or execution is None:
         raise InvalidToken()
+    if execution.exec_status != ExecutionStatus.RUNNING:
+        raise TaskClosed()  # gap 30: a task of an ended execution is closed, as AWS answers it
     return pool
 
 

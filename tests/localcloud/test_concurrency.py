@@ -382,6 +382,23 @@ def test_moto_alone_takes_a_callback_for_a_task_that_timed_out(aws: None) -> Non
     assert _late_callback(_moto_succeed) is None
 
 
+def test_a_callback_for_a_task_of_an_ended_execution_hears_task_timed_out(aws: None) -> None:
+    # Given a task waiting for its callback, whose execution is then stopped
+    client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    machine, queue = _callback_machine()
+    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
+    token = wait_for(
+        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
+        what="the task's token",
+    )
+    client.stop_execution(executionArn=execution)
+    wait_for(lambda: client.describe_execution(executionArn=execution)["status"] == "ABORTED", what="the stop")
+    # When its callback arrives late, Then it is answered TaskTimedOut, as Step Functions answers it
+    with pytest.raises(ClientError) as late:
+        _succeed(client, token, 0)
+    assert late.value.response["Error"]["Code"] == "TaskTimedOut"
+
+
 def test_a_callback_for_a_task_that_timed_out_hears_task_timed_out(aws: None) -> None:
     # When a task has timed out and its execution went on through its Catch, a late SendTaskSuccess or
     # SendTaskFailure is answered TaskTimedOut, as Step Functions answers it
