@@ -8,8 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 from localcloud.clock import ManualClock
 from localcloud.cloud import CloudConfig, LocalCloud
+from tests.localcloud.simulated import wait_for
 
 FIXTURE = Path(__file__).parent / "fixtures" / "durable" / "template.yaml"
 DEADLINE_S = 30.0  # a safety net for the positive signals below; each comes within a second or two
@@ -40,15 +40,6 @@ def cloud(tmp_path_factory: pytest.TempPathFactory, clock: ManualClock) -> Itera
 @pytest.fixture
 def lambda_(cloud: LocalCloud) -> Any:
     return cloud.client("lambda")
-
-
-def _until(check: Callable[[], Any]) -> Any:
-    """Poll `check` until it returns something truthy (a positive signal), within DEADLINE_S."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not (found := check()):
-        assert time.monotonic() < deadline, "no signal within the deadline"
-        time.sleep(0.02)
-    return found
 
 
 def _function(cloud: LocalCloud, logical_id: str = "WaitingFunction") -> str:
@@ -77,7 +68,7 @@ def _callback_id(cloud: LocalCloud, job: str) -> str:
         except s3.exceptions.NoSuchKey:
             return None
 
-    return str(_until(recorded))
+    return str(wait_for(recorded, DEADLINE_S, "the callback id"))
 
 
 def _ended(lambda_: Any, execution_arn: str) -> dict[str, Any]:
@@ -85,7 +76,7 @@ def _ended(lambda_: Any, execution_arn: str) -> dict[str, Any]:
         execution = lambda_.get_durable_execution(DurableExecutionArn=execution_arn)
         return None if execution["Status"] == "RUNNING" else dict(execution)
 
-    return dict(_until(ended))
+    return dict(wait_for(ended, DEADLINE_S, "the execution's end"))
 
 
 def _events(lambda_: Any, execution_arn: str) -> list[str]:
@@ -96,7 +87,7 @@ def _events(lambda_: Any, execution_arn: str) -> list[str]:
 def _suspended(lambda_: Any, execution_arn: str) -> None:
     """Wait until the execution's first invocation has ended: it waits with nothing running (an execution stopped
     while its function still runs fails that function's next checkpoint, and the executor retries it later)."""
-    _until(lambda: "InvocationCompleted" in _events(lambda_, execution_arn))
+    wait_for(lambda: "InvocationCompleted" in _events(lambda_, execution_arn), DEADLINE_S, "an invocation")
 
 
 def _starts(cloud: LocalCloud) -> int:
@@ -253,14 +244,14 @@ def test_a_callback_times_out_on_the_clouds_clock_and_fails_the_execution(
     cloud: LocalCloud, clock: ManualClock, lambda_: Any
 ) -> None:
     # Given no timer left over from another test, and an execution whose callback times out after 10 minutes
-    _until(lambda: clock.waiting_at(clock.now()) == 0)
+    wait_for(lambda: clock.waiting_at(clock.now()) == 0, DEADLINE_S, "no timer waiting")
     execution_arn = _start(cloud, "late", timeout_seconds=600)
     callback_id = _callback_id(cloud, "late")
     clock.armed(2)  # the callback's timeout and the execution's
 
     # When 9 minutes 59 seconds pass it still waits (its timers have seen the new time); at 10 minutes it times out
     clock.advance(599)
-    _until(lambda: clock.waiting_at(clock.now()) == 2)
+    wait_for(lambda: clock.waiting_at(clock.now()) == 2, DEADLINE_S, "two timers waiting")
     assert lambda_.get_durable_execution(DurableExecutionArn=execution_arn)["Status"] == "RUNNING"
     clock.advance(1)
 
