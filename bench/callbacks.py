@@ -185,17 +185,55 @@ class TranslateJobs:
         )
 
 
+def _completions(cloud: LocalCloud, job_ids: list[str], status: str = "COMPLETED") -> None:
+    """Translate's completion events for the jobs, put as the service puts them: one PutEvents call."""
+    entries = [
+        {
+            "Source": "aws.translate",
+            "DetailType": "Translate TextTranslationJob State Change",
+            "Detail": json.dumps({"jobId": job_id, "jobStatus": status}),
+        }
+        for job_id in job_ids
+    ]
+    with as_service():
+        answer = cloud.client("events").put_events(Entries=entries)
+    if answer["FailedEntryCount"]:
+        raise RuntimeError(f"completions of jobs {job_ids} were refused: {answer['Entries']}")
+
+
 def complete(cloud: LocalCloud, job_id: str, status: str = "COMPLETED") -> None:
     """Translate's completion event for the job, put as the service puts it."""
-    entry = {
-        "Source": "aws.translate",
-        "DetailType": "Translate TextTranslationJob State Change",
-        "Detail": json.dumps({"jobId": job_id, "jobStatus": status}),
-    }
-    with as_service():
-        answer = cloud.client("events").put_events(Entries=[entry])
-    if answer["FailedEntryCount"]:
-        raise RuntimeError(f"the completion of job {job_id} was refused: {answer['Entries']}")
+    _completions(cloud, [job_id], status)
+
+
+PUT_EVENTS_ENTRIES = 10  # EventBridge's most entries in one PutEvents call
+
+
+def complete_together(cloud: LocalCloud, job_ids: list[str], result: JobsResult) -> None:
+    """Translate's completion events for all the jobs at once, as when N jobs end together: PutEvents calls of 10
+    entries, each from a thread of its own, all released by one barrier (one thread putting them one by one would
+    spread them over the puts' own time, and fewer resumes would overlap than the run names). Each job's put time is
+    its call's release."""
+    batches = [job_ids[i : i + PUT_EVENTS_ENTRIES] for i in range(0, len(job_ids), PUT_EVENTS_ENTRIES)]
+    release = threading.Barrier(len(batches))
+    errors: list[Exception] = []
+
+    def put(batch: list[str]) -> None:
+        release.wait()
+        at = datetime.now(UTC)
+        result.put_at.update(dict.fromkeys(batch, at))
+        try:
+            _completions(cloud, batch)
+        except Exception as exc:  # noqa: BLE001 - raised by the caller, once every thread has joined
+            errors.append(exc)
+
+    threads = [threading.Thread(target=put, args=(batch,)) for batch in batches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 SEGMENTS = ("rule matched", "Lambda started", "first AWS call", "SendTaskSuccess", "next state")
@@ -301,11 +339,11 @@ def run_jobs(
     runs an execution of `machine` (default: `waiting_machine`). Its completion is put (by `complete_job`, default
     `complete`) `job_seconds` (a random span) after its start, except for a fraction `early` put at once (racing the
     registration). With `together` instead (`early` and `job_seconds` unused), every completion is held until every
-    job of the run is registered (all of them waiting at once), then all are put at once, as when N services' jobs
-    end together. Ends are watched through the executions' status change events, which a rule sends to a queue, so
-    the harness itself adds little load however many jobs are in flight. Once every execution has ended (or timed
-    out after `job_timeout` real seconds), `after_ends` runs; then each job is accounted from its execution's
-    history."""
+    job of the run is registered (all of them waiting at once), then all are put at once (`complete_together`;
+    `complete_job` unused), as when N services' jobs end together. Ends are watched through the executions' status
+    change events, which a rule sends to a queue, so the harness itself adds little load however many jobs are in
+    flight. Once every execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then
+    each job is accounted from its execution's history."""
     machine = machine or waiting_machine(cloud)
     new_job = new_job or TranslateJobs(cloud, delay_seconds=math.inf, drop_events=True).new
     complete_job = complete_job or (lambda job_id: complete(cloud, job_id))
@@ -363,15 +401,14 @@ def run_jobs(
 
     def put_once_all_wait(registered: set[str]) -> None:
         """Once every held job is registered (or its execution has ended, or `job_timeout` has passed), put every
-        held completion."""
+        held completion at once."""
         deadline, pending = time.monotonic() + job_timeout, dict(holding)
         while pending and time.monotonic() < deadline and not failed:
             time.sleep(0.05)
             with lock:
                 pending = {job: arn for job, arn in pending.items() if job not in registered and arn not in ended}
         result.all_waiting_seconds = time.monotonic() - started
-        with lock:
-            due.extend((0.0, job_id) for job_id in holding)
+        complete_together(cloud, list(holding), result)
 
     helpers = [threading.Thread(target=guarded(complete_when_due)), threading.Thread(target=guarded(watch_ends))]
     for helper in helpers:
