@@ -4,7 +4,8 @@ all lost at once, and whether any of them times out first.
     python -m bench.recovery --jobs 100 --heartbeat 6     # or: make bench-recovery BURST=100 HEARTBEAT=6
 
 The run has an offline cloud of its own (the template as deployed, the scheduled ReconcileJobsFunction every real
-second, ReconcileAfterSeconds 0). N executions of bench/callbacks.py's minimal waiting workflow start at once,
+second, ReconcileAfterSeconds 0). N executions of bench/callbacks.py's minimal waiting workflow start back to back
+(as fast as one client starts them: a run of the reconciler sees those registered so far, not all N together),
 each waiting with HeartbeatSeconds (`--heartbeat` real seconds) and registering it, as the documents workflow does;
 each one's Translate job (the simulator) has ended at once and its event is lost. Only the reconciler can resume
 them, within one heartbeat window of each task's start, or the task times out (States.Timeout, which the real

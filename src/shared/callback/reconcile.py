@@ -12,7 +12,8 @@ Under pressure (a burst of lost events, many jobs waiting at once):
   cannot reach is what has the most time left;
 - a service that lists its jobs (Translate) is asked once per page of up to 500 jobs, not once per job; every other
   job is described on its own;
-- each service's calls are paced to its own rate (Adapter.calls_per_second), on a few threads, services side by side;
+- each service's calls are paced to its own rate (Adapter.calls_per_second): its listing first, one service after
+  another, then the describes on a few threads, services side by side;
 - a run takes no job FINISH_SECONDS before its invocation's deadline: the jobs it leaves (DEFERRED) are the next
   run's, which takes them first again. Runs are one at a time (the handler's lease); each run does the whole job.
 
@@ -99,6 +100,7 @@ class Reconciler:
             (service, call): Pacer(each.calls_per_second, clock, sleep)
             for service, each in ADAPTERS.items()
             for call in ("describe", "list")
+            if call == "describe" or each.list_jobs is not None
         }
 
     def run(self, invocation: Invocation) -> dict[str, int]:
