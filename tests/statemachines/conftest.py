@@ -36,6 +36,15 @@ from tests.aws_guard import ON_AWS
 ROOT = Path(__file__).resolve().parents[2]
 # The offline endpoint needs a cloud, and a cloud a stack: the lightest there is (one function).
 OFFLINE_STACK = ROOT / "tests" / "localcloud" / "fixtures" / "account" / "template.yaml"
+# Lambda refusing or losing an invoke, and the retrier every plain invoke of the workflows carries for it: six
+# retries, jittered, each at most 1, 2, 4, 8, 16 and 30 s (the MaxDelaySeconds)
+LAMBDA_INVOKE_ERRORS = [
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+]
+LAMBDA_INVOKE_BACKOFFS = [1, 2, 4, 8, 16, 30]
 
 
 @functools.cache

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.statemachines.conftest import StateCaller, caught, output, retried
+from tests.statemachines.conftest import (
+    LAMBDA_INVOKE_BACKOFFS,
+    LAMBDA_INVOKE_ERRORS,
+    StateCaller,
+    caught,
+    output,
+    retried,
+)
 
 MACHINE = "bounded"
 WAITING = {"resource": "printer", "seconds": 1, "config": {"permits": 2, "waitSeconds": 900, "heartbeatSeconds": 120}}
-# Lambda's own errors while the acquire function is invoked: retried (IntervalSeconds 1, BackoffRate 2, 3 times)
-INVOKE_ERRORS = [
-    "Lambda.ServiceException",
-    "Lambda.AWSLambdaException",
-    "Lambda.SdkClientException",
-    "Lambda.TooManyRequestsException",
-]
 RELEASED = {"StatusCode": 200, "Payload": {"resource": "printer", "released": True}}  # ReleasePermitFunction's answer
 
 
@@ -28,9 +28,9 @@ def test_a_granted_permit_leads_to_the_work(teststate: StateCaller) -> None:
     assert output(answer)["permit"] == permit
 
 
-@pytest.mark.parametrize("error", INVOKE_ERRORS)
+@pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
 def test_a_failed_acquire_call_is_retried_then_gives_the_place_back(teststate: StateCaller, error: str) -> None:
-    spent = retried(teststate, MACHINE, "AcquirePermit", WAITING, error, [1, 2, 4])
+    spent = retried(teststate, MACHINE, "AcquirePermit", WAITING, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     assert caught(spent) == ("CAUGHT_ERROR", "GiveUpPermit", error)
     assert output(spent)["error"]["Error"] == error
 

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from tests.statemachines.conftest import StateCaller, caught, inspected, output, retried
+from tests.statemachines.conftest import (
+    LAMBDA_INVOKE_BACKOFFS,
+    LAMBDA_INVOKE_ERRORS,
+    StateCaller,
+    caught,
+    inspected,
+    output,
+    retried,
+)
 
 MACHINE = "documents"
 CONFIG = {"taskTimeoutSeconds": 86400, "heartbeatSeconds": 3600}
@@ -31,7 +39,6 @@ REGISTRATION_ERRORS = [
     "Runtime.ExitError",
     "Sandbox.Timedout",
 ]
-REGISTRATION_BACKOFFS = [1, 2, 4, 8, 16, 30]  # six retries, the last at the 30 s MaxDelaySeconds
 
 
 class Branch:
@@ -155,7 +162,7 @@ def test_the_wait_registers_the_token_and_ends_with_the_jobs_outcome(teststate: 
 @pytest.mark.parametrize("error", REGISTRATION_ERRORS)
 def test_a_failed_registration_is_registered_again(teststate: StateCaller, branch: Branch, error: str) -> None:
     first = teststate(MACHINE, branch.wait, branch.waiting, error=error)
-    spent = teststate(MACHINE, branch.wait, branch.waiting, error=error, retries=len(REGISTRATION_BACKOFFS))
+    spent = teststate(MACHINE, branch.wait, branch.waiting, error=error, retries=len(LAMBDA_INVOKE_BACKOFFS))
     assert first["status"] == "RETRIABLE"
     assert caught(spent) == ("FAILED", "", error)
 
@@ -163,7 +170,7 @@ def test_a_failed_registration_is_registered_again(teststate: StateCaller, branc
 @pytest.mark.parametrize("branch", BRANCHES)
 def test_registration_retries_back_off_to_thirty_seconds(teststate: StateCaller, branch: Branch) -> None:
     error = "Lambda.TooManyRequestsException"
-    spent = retried(teststate, MACHINE, branch.wait, branch.waiting, error, REGISTRATION_BACKOFFS, jitter=True)
+    spent = retried(teststate, MACHINE, branch.wait, branch.waiting, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     assert caught(spent) == ("FAILED", "", error)
 
 
@@ -197,6 +204,19 @@ def test_both_jobs_outcomes_go_on_to_tagging(teststate: StateCaller) -> None:
     answer = teststate(MACHINE, "TranslateAndClassify", REQUEST, result=results)
     assert (answer["status"], answer["nextState"]) == ("SUCCEEDED", "IsTaskTagging")
     assert output(answer)["jobs"] == {"translation": results[0], "classification": results[1]}
+
+
+@pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
+def test_a_refused_tagging_invoke_is_retried_for_about_a_minute_then_named(teststate: StateCaller, error: str) -> None:
+    # Given both jobs done (a new account's whole Lambda quota may be 10: the tagging invoke is throttled under load)
+    done = {
+        **REQUEST,
+        "jobs": {"translation": {"jobId": TRANSLATION.job}, "classification": {"jobId": CLASSIFICATION.job}},
+    }
+    # When Lambda refuses the invoke every time
+    spent = retried(teststate, MACHINE, "TagDocuments", done, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
+    # Then WhyFailed names it once six jittered retries are spent
+    assert caught(spent) == ("CAUGHT_ERROR", "WhyFailed", error)
 
 
 def test_a_branchs_failure_is_named_by_why_failed(teststate: StateCaller) -> None:

@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from tests.statemachines.conftest import StateCaller, caught, output, retried
+from tests.statemachines.conftest import (
+    LAMBDA_INVOKE_BACKOFFS,
+    LAMBDA_INVOKE_ERRORS,
+    StateCaller,
+    caught,
+    output,
+    retried,
+)
 
 MACHINE = "export"
 CONFIG = {
@@ -18,7 +25,6 @@ CONFIG = {
 }
 LOCKED = {"config": CONFIG, "lock": {"acquired": True, "lastRunTime": "2026-11-19T02:00:00.000Z", "holder": None}}
 EXPORTED = {**LOCKED, "export": {"bucket": "exports", "manifestKey": "manifests/run-1.json", "fileCount": 2}}
-LAMBDA_ERRORS = ["Lambda.ServiceException", "Lambda.TooManyRequestsException", "Lambda.SdkClientException"]
 
 
 def failed(error: str) -> dict[str, Any]:
@@ -35,9 +41,9 @@ def test_the_lock_answer_decides_whether_the_run_goes_on(teststate: StateCaller)
     assert (answer["status"], answer["nextState"], output(answer)["lock"]) == ("SUCCEEDED", "IsAnotherRunActive", lock)
 
 
-@pytest.mark.parametrize("error", LAMBDA_ERRORS)
+@pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
 def test_a_failed_lock_call_is_retried_then_marks_the_run_failed(teststate: StateCaller, error: str) -> None:
-    spent = retried(teststate, MACHINE, "TakeLock", {"config": CONFIG}, error, [1, 2, 4])
+    spent = retried(teststate, MACHINE, "TakeLock", {"config": CONFIG}, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     assert caught(spent) == ("CAUGHT_ERROR", "MarkFailed", error)
 
 
@@ -85,9 +91,9 @@ def test_a_publication_that_fails_marks_the_run_failed(teststate: StateCaller) -
     assert caught(answer) == ("CAUGHT_ERROR", "MarkFailed", "States.TaskFailed")
 
 
-@pytest.mark.parametrize("error", LAMBDA_ERRORS)
+@pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
 def test_a_failed_tally_is_retried_then_marks_the_run_failed(teststate: StateCaller, error: str) -> None:
-    spent = retried(teststate, MACHINE, "Tally", EXPORTED, error, [1, 2, 4])
+    spent = retried(teststate, MACHINE, "Tally", EXPORTED, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     assert caught(spent) == ("CAUGHT_ERROR", "MarkFailed", error)
 
 

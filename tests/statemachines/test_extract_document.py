@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.statemachines.conftest import StateCaller, caught, output, retried
+from tests.statemachines.conftest import (
+    LAMBDA_INVOKE_BACKOFFS,
+    LAMBDA_INVOKE_ERRORS,
+    StateCaller,
+    caught,
+    output,
+    retried,
+)
 
 MACHINE = "extract-document"
 CONFIG = {
@@ -42,17 +49,9 @@ def test_a_granted_permit_starts_the_extraction(teststate: StateCaller) -> None:
     assert (answer["status"], answer["nextState"], output(answer)) == ("SUCCEEDED", "StartExtraction", DOCUMENT)
 
 
-@pytest.mark.parametrize(
-    "error",
-    [
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-        "Lambda.TooManyRequestsException",
-    ],
-)
+@pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
 def test_a_failed_acquire_call_is_retried_then_gives_the_place_back(teststate: StateCaller, error: str) -> None:
-    spent = retried(teststate, MACHINE, "AcquirePermit", DOCUMENT, error, [1, 2, 4])
+    spent = retried(teststate, MACHINE, "AcquirePermit", DOCUMENT, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     assert caught(spent) == ("CAUGHT_ERROR", "GiveUpPermit", error)
 
 
