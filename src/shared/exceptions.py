@@ -135,3 +135,18 @@ class UnpublishableRecordError(ValueError):
 class CheckpointMovedError(Exception):
     """A file's publish checkpoint moved under this invocation (another invocation is publishing the same file). This
     one stops before publishing more; the Map item's Retry resumes after the checkpoint."""
+
+
+class MacieNotEnabledError(Exception):
+    """Amazon Macie is not enabled (or is paused) in this account and Region: no job was started (the durable documents
+    workflow's Macie.NotEnabled)."""
+
+
+class JobFailedError(Exception):
+    """A job a durable workflow waited for ended unsuccessfully; the message opens with the error a Step Functions task
+    would have failed with (`Translate.FAILED: ...`), then the job's cause."""
+
+
+class JobTimedOutError(Exception):
+    """A durable workflow's wait for a job ran out (its timeout, or no heartbeat: the job's progress could no longer be
+    confirmed); the message opens with the Step Functions workflow's error (`Translate.Timeout: ...`)."""

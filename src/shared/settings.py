@@ -24,6 +24,19 @@ def callback_settings() -> CallbackSettings:
     return CallbackSettings.model_validate(dict(os.environ))
 
 
+class DocumentsSettings(BaseModel):
+    """The durable documents workflow (template.yaml, DocumentsDurableFunction)."""
+
+    bucket: str = Field(alias="DOCUMENT_BUCKET", min_length=3)
+    translate_role_arn: str = Field(alias="TRANSLATE_DATA_ACCESS_ROLE_ARN", min_length=1)
+    heartbeat_seconds: int = Field(alias="HEARTBEAT_SECONDS", gt=0)
+
+
+@cache
+def documents_settings() -> DocumentsSettings:
+    return DocumentsSettings.model_validate(dict(os.environ))
+
+
 class ExportSettings(BaseModel):
     """The export workflow's functions' settings (template.yaml, HealthLake export section)."""
 

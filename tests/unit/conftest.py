@@ -150,7 +150,7 @@ def sfn_spy(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> ClientSpy:
     def client(service: str) -> Any:
         return spy if service == "stepfunctions" else real_client(service)
 
-    monkeypatch.setattr(importlib.import_module("shared.tasktoken"), "client", client)
+    monkeypatch.setattr(importlib.import_module("shared.waits"), "client", client)
     return spy
 
 

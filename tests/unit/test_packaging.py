@@ -10,7 +10,12 @@ from packaging.requirements import Requirement
 
 from tests.unit.support import REPO
 
-RUNTIME = ("aws-lambda-powertools", "pydantic", "boto3")  # what src/ imports beyond the standard library
+RUNTIME = (
+    "aws-lambda-powertools",
+    "pydantic",
+    "boto3",
+    "aws-durable-execution-sdk-python",
+)  # what src/ imports beyond the standard library
 
 
 def canonical(name: str) -> str:

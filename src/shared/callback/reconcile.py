@@ -3,9 +3,10 @@
 Translate and HealthLake events are durable, Bedrock Data Automation and Step Functions events are best effort, and
 Macie may log nothing. On a schedule, every task waiting longer than a threshold is looked up through its service's
 API: a finished job is resumed through the same path as its event (so the event, if it still comes, is a harmless
-duplicate); a running job gets SendTaskHeartbeat, which keeps a waiting task with HeartbeatSeconds alive exactly as
-long as its job's progress can be confirmed. A job the API cannot confirm gets no heartbeat, so its task ends with
-States.HeartbeatTimeout instead of waiting out its whole TimeoutSeconds.
+duplicate); a running job gets a heartbeat (SendTaskHeartbeat, or SendDurableExecutionCallbackHeartbeat for a durable
+execution's callback), which keeps a wait with a heartbeat timeout alive exactly as long as its job's progress can be
+confirmed. A job the API cannot confirm gets no heartbeat, so its wait ends with a heartbeat timeout
+(States.HeartbeatTimeout; a durable callback's timeout error) instead of waiting out its whole timeout.
 
 Under pressure (a burst of lost events, many jobs waiting at once):
 - a run takes the waiting jobs nearest their heartbeat deadline first (tokens.Waiting.deadline), so that what it
@@ -41,7 +42,7 @@ from shared.exceptions import ReconcileIncompleteError, UnknownServiceError
 from shared.lease import Invocation
 from shared.observability import logger, metrics, token_ref
 from shared.outcome import Detail
-from shared.tasktoken import send_heartbeat
+from shared.waits import send_heartbeat
 
 FINISH_SECONDS = 10  # a job taken this close to the deadline still has its calls and the SDK's retries done in time
 # Jobs are listed from this long before the oldest waiting one registered: a job is submitted just before its task
@@ -190,7 +191,7 @@ class Reconciler:
             resumed = self.callbacks.resume(outcome) == Result.RESUMED
             return Action.RESUMED if resumed else Action.CLOSED
         sent_at = int(time.time())
-        if not send_heartbeat(waiting.token, waiting.job_id):
+        if not send_heartbeat(waiting.token, waiting.job_id, waiting.kind):
             self.callbacks.forget(waiting)
             return Action.CLOSED
         try:

@@ -1,9 +1,10 @@
-"""The generalized callback: pair a waiting task's token with a job, resume it exactly once when the job ends.
+"""The generalized callback: pair a waiter's token with a job, resume it exactly once when the job ends. The waiter
+is a Step Functions task (its task token) or a Lambda durable execution (its callback id): the same path serves both.
 
 Registration and completion may arrive in either order, more than once, or late. Both sides write conditionally
 to the same item, so exactly one of them wins and the loser finishes the job: a late registration finds the
 recorded outcome and resumes at once; a completion finds the token and resumes. Duplicate and late callbacks
-are acknowledged and counted, never retried (shared.tasktoken).
+are acknowledged and counted, never retried (shared.waits).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from shared.exceptions import TokenConflictError
 from shared.observability import logger, token_ref
 from shared.outcome import Outcome
 from shared.settings import callback_settings
-from shared.tasktoken import Sent, send_outcome
+from shared.waits import Sent, send_outcome
 
 
 class Result(StrEnum):
@@ -65,7 +66,7 @@ class Callbacks:
             if entry.token is not None:
                 raise TokenConflictError(f"job {key} is already paired with task token {token_ref(entry.token)}")
             if entry.outcome is not None:
-                result = Result(send_outcome(task_token, entry.outcome))
+                result = Result(send_outcome(task_token, entry.outcome, waiter.kind))
                 self.store.delete_outcome(key)
                 return result
         raise TokenConflictError(f"job {key}: could not register the task token")
@@ -88,7 +89,7 @@ class Callbacks:
         for _ in range(2):  # the second pass only runs if a registration won the race to the item
             entry = self.store.get(key)
             if entry is not None and entry.token is not None:
-                result = Result(send_outcome(entry.token, outcome))
+                result = Result(send_outcome(entry.token, outcome, entry.kind))
                 self.store.delete_token(key, entry.token)
                 return result
             if entry is not None:

@@ -1,11 +1,12 @@
 """Data access for the token table: one item per job, keyed `<service>#<job id>` so ids never collide.
 
-An item holds either the waiting task's token (registered first) or the job's outcome (completion arrived first).
-A token item also names the Task state that registered it (execution ARN, state name, time the state was entered),
-so that a retried registration of that same state can replace its own, dead, token; and, where the workflow passes
-it, the state's HeartbeatSeconds, which with the time of the last heartbeat the reconciler sent (`heartbeatAt`) says
-when the waiting task's heartbeat runs out. Every write is conditional; reads are consistent and ignore items whose
-TTL has passed (DynamoDB deletes them late).
+An item holds either the waiter's token (registered first) or the job's outcome (completion arrived first). The
+waiter is a Step Functions task (its task token) or a Lambda durable execution (its callback id): `waiterKind` says
+which, and so which calls close its wait (shared.waits); an item without it is a task's. A token item also names what
+registered it (execution ARN, state or callback name, time it was entered), so that a retried registration of that
+same state can replace its own, dead, token; and, where the workflow passes it, the wait's heartbeat timeout, which
+with the time of the last heartbeat the reconciler sent (`heartbeatAt`) says when the wait's heartbeat runs out. Every
+write is conditional; reads are consistent and ignore items whose TTL has passed (DynamoDB deletes them late).
 """
 
 from __future__ import annotations
@@ -20,23 +21,27 @@ from shared.aws import conditionally, table
 from shared.callback.adapters import adapter
 from shared.exceptions import JobIdTooLongError
 from shared.outcome import Outcome
+from shared.waits import Kind
 
 
 @dataclass(frozen=True)
 class Waiter:
     """The Task state waiting for a job: $$.Execution.Id, $$.State.Name and $$.State.EnteredTime, and which attempt
     of it ($$.State.RetryCount). A retry of the state keeps the first three (and may bring a new task token); another
-    execution or another entry of the state does not."""
+    execution or another entry of the state does not. A durable execution's wait is named by its ARN, the callback's
+    name and when its submitter ran; its submitter's retries keep the callback id, so a repeat is a duplicate."""
 
     execution_arn: str
     state_name: str
     entered_time: str
     attempt: int = 0
     heartbeat_seconds: int | None = None  # the state's HeartbeatSeconds, where the workflow passes it
+    kind: Kind = Kind.TASK_TOKEN
 
     def item(self) -> dict[str, str | int]:
         heartbeat = {} if self.heartbeat_seconds is None else {"heartbeatSeconds": self.heartbeat_seconds}
         return {
+            "waiterKind": self.kind.value,
             "executionArn": self.execution_arn,
             "stateName": self.state_name,
             "stateEnteredTime": self.entered_time,
@@ -56,6 +61,7 @@ class Entry:
     outcome: Outcome | None
     expires_at: int
     waiter: Waiter | None
+    kind: Kind = Kind.TASK_TOKEN  # what the token is
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class Waiting:
     token: str
     registered_at: int
     deadline: int
+    kind: Kind = Kind.TASK_TOKEN
 
 
 MAX_KEY_BYTES = 2048  # DynamoDB's limit on a partition key value
@@ -110,11 +117,12 @@ class TokenStore:
                 str(item["stateName"]),
                 str(item["stateEnteredTime"]),
                 int(item["attempt"]),
+                kind=_kind(item),
             )
             if "executionArn" in item
             else None  # registered by a version before registrations named their waiter: never replaced
         )
-        return Entry(item.get("token"), outcome, int(item["expiresAt"]), waiter)
+        return Entry(item.get("token"), outcome, int(item["expiresAt"]), waiter, _kind(item))
 
     def waiting(self, registered_before: int) -> Iterator[Waiting]:
         """Every live token registered before the given time (a scan: the table only holds jobs in flight)."""
@@ -132,7 +140,7 @@ class TokenStore:
                 registered_at = int(item["registeredAt"])
                 last_heartbeat = int(item.get("heartbeatAt", registered_at))
                 deadline = last_heartbeat + int(item.get("heartbeatSeconds", 0))
-                yield Waiting(service, job_id, str(item["token"]), registered_at, deadline)
+                yield Waiting(service, job_id, str(item["token"]), registered_at, deadline, _kind(item))
             if "LastEvaluatedKey" not in page:
                 return
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -218,6 +226,11 @@ class TokenStore:
 
 def _token_item(key: str, token: str, waiter: Waiter, now: int, ttl_seconds: int) -> dict[str, Any]:
     return {"jobKey": key, "token": token, **waiter.item(), "registeredAt": now, "expiresAt": now + ttl_seconds}
+
+
+def _kind(item: dict[str, Any]) -> Kind:
+    """What waits on a token item (one written before items carried their kind is a task's)."""
+    return Kind(item.get("waiterKind", Kind.TASK_TOKEN))
 
 
 def _outcome(stored: dict[str, Any]) -> Outcome:

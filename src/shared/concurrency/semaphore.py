@@ -31,7 +31,7 @@ from botocore.exceptions import ClientError
 
 from shared.aws import client, conditionally, error_code, is_running, table
 from shared.observability import logger, token_ref
-from shared.tasktoken import TOLERATED_CALLBACK_ERRORS, send_heartbeat
+from shared.waits import TOLERATED_CALLBACK_ERRORS, send_heartbeat
 
 HEAD = "#"
 HOLDER, WAITER = "holder#", "waiter#"

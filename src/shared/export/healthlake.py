@@ -25,7 +25,7 @@ from shared.export.messages import Check, Start
 from shared.observability import logger
 from shared.outcome import Outcome
 from shared.settings import ExportSettings
-from shared.tasktoken import send_heartbeat, send_outcome
+from shared.waits import send_heartbeat, send_outcome
 
 
 def start_export(settings: ExportSettings, execution_arn: str, job_name: str, since: str | None) -> str:
