@@ -123,7 +123,7 @@ redrive: $(VENV)/.installed
 
 # Regenerate docs/openapi.json from the API's models (a test fails when the committed copy drifts).
 openapi: $(VENV)/.installed
-	cd src && TASK_TABLE=t TASK_RESULT_BUCKET=bucket TASK_LOG_RETENTION_DAYS=1 TASK_STATE_MACHINES='{}' \
+	cd src && TASK_TABLE=t TASK_RESULT_BUCKET=bucket TASK_LOG_RETENTION_DAYS=1 TASK_STATE_MACHINES='{}' TASK_DURABLE_FUNCTIONS='{}' \
 	  ../$(PY) -c 'from handlers.task_api import openapi_document; print(openapi_document())' > ../docs/openapi.json
 
 # Re-resolve the pinned dependencies (run after changing pyproject.toml).

@@ -137,16 +137,24 @@ class CheckpointMovedError(Exception):
     one stops before publishing more; the Map item's Retry resumes after the checkpoint."""
 
 
-class MacieNotEnabledError(Exception):
-    """Amazon Macie is not enabled (or is paused) in this account and Region: no job was started (the durable documents
-    workflow's Macie.NotEnabled)."""
+class WorkflowError(Exception):
+    """A durable workflow's end in the Step Functions workflow's own terms: `error` is the name its Fail state gives
+    (`Translate.FAILED`, `Macie.NotEnabled`), `cause` says why; the message is `<error>: <cause>`. A task of the API
+    records the same error and cause whichever engine ran it."""
+
+    def __init__(self, error: str, cause: str) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error, self.cause = error, cause
 
 
-class JobFailedError(Exception):
-    """A job a durable workflow waited for ended unsuccessfully; the message opens with the error a Step Functions task
-    would have failed with (`Translate.FAILED: ...`), then the job's cause."""
+class MacieNotEnabledError(WorkflowError):
+    """Amazon Macie is not enabled (or is paused) in this account and Region: no job was started."""
 
 
-class JobTimedOutError(Exception):
+class JobFailedError(WorkflowError):
+    """A job a durable workflow waited for ended unsuccessfully (`Translate.FAILED`, `Macie.JOB_CANCELLED`, ...)."""
+
+
+class JobTimedOutError(WorkflowError):
     """A durable workflow's wait for a job ran out (its timeout, or no heartbeat: the job's progress could no longer be
-    confirmed); the message opens with the Step Functions workflow's error (`Translate.Timeout: ...`)."""
+    confirmed): `Translate.Timeout`, `Macie.Timeout`."""

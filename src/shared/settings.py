@@ -67,20 +67,22 @@ class TaskLogSettings(BaseModel):
 
 
 class TaskApiSettings(TaskLogSettings):
-    """The task API: which state machine runs each task type (TASK_STATE_MACHINES, JSON from the template; a type
-    whose feature the stack left out maps to "" and is not offered)."""
+    """The task API: which state machine or durable function runs each task type (TASK_STATE_MACHINES and
+    TASK_DURABLE_FUNCTIONS, JSON from the template; a type whose feature the stack left out maps to "" and is not
+    offered)."""
 
     state_machines: Json[dict[str, str]] = Field(alias="TASK_STATE_MACHINES")
+    durable_functions: Json[dict[str, str]] = Field(alias="TASK_DURABLE_FUNCTIONS")  # unqualified function ARNs
     max_request_bytes: int = Field(alias="TASK_MAX_REQUEST_BYTES", default=65_536, gt=0, le=262_144)
     retry_after_seconds: int = Field(alias="TASK_RETRY_AFTER_SECONDS", default=5, gt=0)
     # A task still SUBMITTED this long after it was accepted lost the request that was starting it (e.g. a timeout):
     # an idempotent resubmission starts it. Above the API's 30 s integration timeout.
     start_grace_seconds: int = Field(alias="TASK_START_GRACE_SECONDS", default=60, gt=30)
 
-    @field_validator("state_machines")
+    @field_validator("state_machines", "durable_functions")
     @classmethod
-    def _offered(cls, state_machines: dict[str, str]) -> dict[str, str]:
-        return {task_type: arn for task_type, arn in state_machines.items() if arn}
+    def _offered(cls, workflows: dict[str, str]) -> dict[str, str]:
+        return {task_type: arn for task_type, arn in workflows.items() if arn}
 
 
 @cache

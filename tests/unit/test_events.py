@@ -136,6 +136,7 @@ REPLAYED = {
     "release_permit",
     "sweep_permits",
     "ensure_macie_log_group",  # replayed in test_ensure_macie_log_group.py
+    "documents_durable",  # replayed in test_documents_durable.py
 }
 # The stack the samples' ARNs name (samconfig.toml's default stack_name): the state machine is `<stack>-export`.
 EXPORT_ENDS = {

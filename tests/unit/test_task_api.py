@@ -194,6 +194,7 @@ def test_a_type_whose_feature_the_stack_left_out_is_not_offered(
     arn = tasks.state_machine.replace("-documents", "-bounded") if bounded else ""
     machines = {"documents": "", "bounded": arn, "extract": "", "export": ""}
     monkeypatch.setenv("TASK_STATE_MACHINES", json.dumps(machines))
+    monkeypatch.setenv("TASK_DURABLE_FUNCTIONS", json.dumps({"documents-durable": ""}))
     cold_start()
 
     status, _, answer = submit()

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.client import SignedClient
 from localcloud.clock import Clock
 from localcloud.cloud import DEFAULT_CREDENTIAL, CloudConfig, LocalCloud
 from localcloud.httpapi import Credential
@@ -67,3 +68,17 @@ def cloud(healthlake: HealthLakeSimulator) -> Iterator[LocalCloud]:
     with LocalCloud(config, CLOCK) as running:
         running.add_simulator(healthlake)
         yield running
+
+
+@pytest.fixture(scope="module")
+def api(cloud: LocalCloud) -> SignedClient:
+    """The task API, signed as the cloud's first identity."""
+    assert cloud.http is not None, "template.yaml declares no HTTP API"
+    return SignedClient(cloud.http.url, cloud.config.credentials[0], cloud.config.region)
+
+
+@pytest.fixture(scope="module")
+def other(cloud: LocalCloud) -> SignedClient:
+    """The task API, signed as another identity (OTHER_CALLER)."""
+    assert cloud.http is not None
+    return SignedClient(cloud.http.url, OTHER_CALLER, cloud.config.region)

@@ -18,23 +18,10 @@ from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
-from tests.workflows.conftest import OTHER_CALLER
 
 ROOT = Path(__file__).resolve().parents[2]
 TERMINAL = {"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "CANCELLED"}
 PERSONAL = "Please write to jane.doe@example.com about the contract."
-
-
-@pytest.fixture(scope="module")
-def api(cloud: LocalCloud) -> SignedClient:
-    assert cloud.http is not None, "template.yaml declares no HTTP API"
-    return SignedClient(cloud.http.url, cloud.config.credentials[0], cloud.config.region)
-
-
-@pytest.fixture(scope="module")
-def other(cloud: LocalCloud) -> SignedClient:
-    assert cloud.http is not None
-    return SignedClient(cloud.http.url, OTHER_CALLER, cloud.config.region)
 
 
 def simulate(cloud: LocalCloud, translate: dict[str, Any] | None = None, macie: dict[str, Any] | None = None) -> None:

@@ -10,8 +10,10 @@ either order, duplicates, lost events, heartbeats. Then the documents are tagged
 
 Each step runs at least once: a crash replays the function, and a step that had finished is not run again; a step
 that had not is, which is why every call in one is idempotent (a client token, a conditional write, tags set again).
-A job that fails ends the execution with JobFailedError, a wait that runs out with JobTimedOutError, each message
-opening with the error the Step Functions workflow fails with (`Translate.FAILED: ...`, `Macie.Timeout: ...`).
+A job that fails ends the execution with JobFailedError, a wait that runs out with JobTimedOutError, Macie off with
+MacieNotEnabledError: each carries the error the Step Functions workflow fails with (`Translate.FAILED`,
+`Macie.Timeout`, `Macie.NotEnabled`) and its cause, its message `<error>: <cause>`; a task's log records that error
+and cause, whichever engine ran it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ from shared.callback.adapters import adapter
 from shared.callback.service import callbacks
 from shared.callback.tokens import Waiter
 from shared.documents.pii import tag_documents
-from shared.exceptions import JobFailedError, JobTimedOutError, MacieNotEnabledError, TransientAwsError
+from shared.exceptions import (
+    JobFailedError,
+    JobTimedOutError,
+    MacieNotEnabledError,
+    TransientAwsError,
+    WorkflowError,
+)
 from shared.settings import DocumentsSettings, callback_settings, documents_settings
 from shared.tasks.recorder import StatusChange, task_recorder
 from shared.tasks.types import DocumentsInput
@@ -81,8 +89,8 @@ def documents(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
     try:
         result = _translate_and_classify(request, context)
     except Exception as exc:
-        if task is not None:
-            error, cause = type(exc).__name__, str(exc)
+        if task is not None:  # a WorkflowError in the Step Functions workflow's terms; anything else by its name
+            error, cause = (exc.error, exc.cause) if isinstance(exc, WorkflowError) else (type(exc).__name__, str(exc))
             context.step(lambda _: _record_end(context, task, "FAILED", error=error, cause=cause), name="end")
         raise
     if task is not None:
@@ -95,8 +103,9 @@ def _translate_and_classify(request: DurableDocumentsRequest, context: DurableCo
     macie = context.step(_macie_status, name="check-macie")
     if macie != "ENABLED":
         raise MacieNotEnabledError(
-            f"Macie.NotEnabled: Amazon Macie is {macie} in this account and Region, so no job was started. Deploy the"
-            " stack with EnableMacie=true, or run `aws macie2 enable-macie`, then start the task again."
+            "Macie.NotEnabled",
+            f"Amazon Macie is {macie} in this account and Region, so no job was started. Deploy the stack with"
+            " EnableMacie=true, or run `aws macie2 enable-macie`, then start the task again (docs/deploy.md).",
         )
     name = context.state.durable_execution_arn.split("/durable-execution/")[-1].split("/")[0]
     # Both branches wait for their job's end whatever the other's (a failed Translate job does not leave the
@@ -111,7 +120,7 @@ def _translate_and_classify(request: DurableDocumentsRequest, context: DurableCo
     for ended in (translation, classification):
         if "error" in ended:
             timed_out = ended["error"].endswith(".Timeout")
-            raise (JobTimedOutError if timed_out else JobFailedError)(f"{ended['error']}: {ended['cause']}")
+            raise (JobTimedOutError if timed_out else JobFailedError)(ended["error"], ended["cause"])
 
     def tag(_: StepContext) -> dict[str, int]:
         tagged = tag_documents(

@@ -188,7 +188,7 @@ def invalid_request(exc: RequestValidationError) -> Response[dict[str, Any]]:
         field = _field(tuple(error["loc"]))
         if error["type"] in {"union_tag_invalid", "union_tag_not_found"}:
             field = "type"
-            message = str(UnknownTaskTypeError(sorted(task_api().state_machines), "unknown or missing task type"))
+            message = str(UnknownTaskTypeError(task_api().offered, "unknown or missing task type"))
         else:
             message = str(error["msg"])
         errors.append({"field": field, "message": message, "type": error["type"]})

@@ -1,9 +1,11 @@
 """Tasks of the async request/reply API: long-running workflows behind a status log (no HTTP here).
 
 A task is accepted by writing the head of its log, then its workflow is started with the task id as the execution
-name, so no retry can start it twice. Everything a client reads comes from the log, scoped to the task's owner.
-Terminal statuses are appended once per task (a conditional write on the end key), by whoever gets there first:
-the execution's status-change event (shared.tasks.recorder), a cancellation, or a failed start.
+name, so no retry can start it twice: a Step Functions execution (StartExecution), or a Lambda durable execution (an
+asynchronous Invoke with the task id as DurableExecutionName). Everything a client reads comes from the log, scoped
+to the task's owner. Terminal statuses are appended once per task (a conditional write on the end key), by whoever
+gets there first: the execution's end (a Step Functions status-change event, or the durable function itself, both
+through shared.tasks.recorder), a cancellation, or a failed start.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from shared.exceptions import (
     ResultNotReadyError,
     TaskAlreadyEndedError,
     TaskNotFoundError,
+    TransientAwsError,
     UnknownTaskTypeError,
 )
 from shared.observability import logger
@@ -93,12 +96,27 @@ class Tasks:
         settings: TaskLogSettings,
         state_machines: dict[str, str] | None = None,
         start_grace_seconds: int = 60,
+        durable_functions: dict[str, str] | None = None,
     ) -> None:
         self.log = log
         self.results = results
         self.settings = settings
         self.state_machines = state_machines or {}
+        self.durable_functions = durable_functions or {}  # task type -> the durable function (unqualified ARN)
         self.start_grace_seconds = start_grace_seconds
+
+    @property
+    def offered(self) -> list[str]:
+        """The task types this deployment runs."""
+        return sorted(self.state_machines.keys() | self.durable_functions.keys())
+
+    def _workflow(self, task_type: str) -> str:
+        """The ARN of what runs the type: a state machine's, or a durable function's."""
+        if task_type in self.durable_functions:
+            return self.durable_functions[task_type]
+        if task_type not in self.state_machines:
+            raise UnknownTaskTypeError(self.offered)
+        return self.state_machines[task_type]
 
     # --- reading ------------------------------------------------------------------------------------------------
     def entries(self, owner: str, task_id: str) -> list[Entry]:
@@ -134,9 +152,7 @@ class Tasks:
         ).hexdigest()
         task_id = str(uuid.uuid5(_IDEMPOTENCY_NAMESPACE, f"{owner}\n{idempotency_key}")) if idempotency_key else None
         task_id = task_id or str(uuid.uuid4())
-        if request.type not in self.state_machines:
-            raise UnknownTaskTypeError(sorted(self.state_machines))
-        state_machine = self.state_machines[request.type]
+        workflow = self._workflow(request.type)
         now = datetime.now(UTC)
         expires_at = int(now.timestamp()) + self.settings.retention_days * 86400
         head = Entry(
@@ -149,12 +165,12 @@ class Tasks:
             type=request.type,
             input=payload,
             request_hash=request_hash,
-            execution_arn=state_machine.replace(":stateMachine:", ":execution:", 1) + f":{task_id}",
+            execution_arn=_execution_arn(workflow, task_id),
         )
         if not self.log.create(task_id, head):
             return self._resubmitted(owner, task_id, request_hash)
         logger.info("task accepted", extra={"taskId": task_id, "type": request.type})
-        return self._start(task_id, head, state_machine)
+        return self._start(task_id, head, workflow)
 
     def _resubmitted(self, owner: str, task_id: str, request_hash: str) -> Task:
         entries = self.entries(owner, task_id)
@@ -167,11 +183,14 @@ class Tasks:
         accepted_at = datetime.fromisoformat(head.at).timestamp()
         if len(entries) == 1 and time.time() - accepted_at > self.start_grace_seconds:
             # The request that accepted it never got to start it (it timed out or crashed in between).
-            return self._start(task_id, head, self.state_machines[str(head.type)])
+            return self._start(task_id, head, self._workflow(str(head.type)))
         return task_of(task_id, entries)
 
-    def _start(self, task_id: str, head: Entry, state_machine: str) -> Task:
+    def _start(self, task_id: str, head: Entry, workflow: str) -> Task:
         execution_input = {**head.input, "task": {"id": task_id, "expiresAt": head.expires_at}}
+        if _is_durable(workflow):
+            return self._start_durable(task_id, head, workflow, execution_input)
+        state_machine = workflow
         try:
             started = client("stepfunctions").start_execution(
                 stateMachineArn=state_machine, name=task_id, input=json.dumps(execution_input)
@@ -188,23 +207,49 @@ class Tasks:
                 if error_code(missing) != "ExecutionDoesNotExist":
                     raise
                 return self._failed_to_start(task_id, head, type(exc).__name__, str(exc))
+        return self._running(task_id, head, started["executionArn"], started["startDate"])
+
+    def _start_durable(self, task_id: str, head: Entry, function: str, execution_input: dict[str, Any]) -> Task:
+        """Invoke the durable function asynchronously, the task id as the execution's name: Lambda refuses a second
+        start of a name that runs (DurableExecutionAlreadyStartedException), so a retried start starts nothing. No
+        answer at all (the call may or may not have started it) is TransientAwsError: the task stays SUBMITTED, and
+        the client's retry with its Idempotency-Key starts it (or finds it started)."""
+        try:
+            invoked = client("lambda").invoke(
+                FunctionName=function,
+                InvocationType="Event",
+                DurableExecutionName=task_id,
+                Payload=json.dumps(execution_input).encode(),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "DurableExecutionAlreadyStartedException":  # started by an earlier attempt
+                return self.get(str(head.owner), task_id)
+            return self._failed_to_start(task_id, head, error_code(exc), str(exc), "Invoke")
+        except BotoCoreError as exc:
+            raise TransientAwsError(f"the durable function was not reached: {exc}") from exc
+        execution_arn = invoked["ResponseMetadata"]["HTTPHeaders"]["x-amz-durable-execution-arn"]
+        return self._running(task_id, head, execution_arn, datetime.now(UTC))
+
+    def _running(self, task_id: str, head: Entry, execution_arn: str, started: datetime) -> Task:
         running = Entry(
-            seq=f"{timestamp(started['startDate'])}#{RUNNING}",
+            seq=f"{timestamp(started)}#{RUNNING}",
             status=RUNNING,
-            at=timestamp(started["startDate"]),
-            detail={"executionArn": started["executionArn"]},
+            at=timestamp(started),
+            detail={"executionArn": execution_arn},
             expires_at=head.expires_at,
         )
         self.log.append(task_id, running)
         return task_of(task_id, [head])  # SUBMITTED: the client follows the status resource from here
 
-    def _failed_to_start(self, task_id: str, head: Entry, code: str, message: str) -> Task:
+    def _failed_to_start(
+        self, task_id: str, head: Entry, code: str, message: str, call: str = "StartExecution"
+    ) -> Task:
         logger.error("workflow not started", extra={"taskId": task_id, "error": code})
         failed = Entry(
             seq=END_SEQ,
             status="FAILED",
             at=timestamp(),
-            detail={"error": f"StartExecution.{code}", "cause": message},
+            detail={"error": f"{call}.{code}", "cause": message},
             expires_at=head.expires_at,
         )
         self.log.end(task_id, failed)
@@ -229,8 +274,25 @@ class Tasks:
             task = self.get(owner, task_id)
         if task.status != CANCELLED:
             raise TaskAlreadyEndedError(task_id, task.status)
-        self._stop(str(entries[0].execution_arn))
+        if _is_durable(str(entries[0].execution_arn)):
+            self._stop_durable(entries)
+        else:
+            self._stop(str(entries[0].execution_arn))
         return task
+
+    @staticmethod
+    def _stop_durable(entries: list[Entry]) -> None:
+        """StopDurableExecution of the execution the task's RUNNING entry names (none: it never started)."""
+        started = [e.detail["executionArn"] for e in entries if e.status == RUNNING and "executionArn" in e.detail]
+        for execution_arn in started:
+            try:
+                client("lambda").stop_durable_execution(
+                    DurableExecutionArn=execution_arn,
+                    Error={"ErrorType": "Task.Cancelled", "ErrorMessage": "The task was cancelled by its owner."},
+                )
+            except ClientError as exc:
+                if error_code(exc) not in {"ResourceNotFoundException", "InvalidParameterValueException"}:
+                    raise  # (an execution that has already ended is refused as not running)
 
     @staticmethod
     def _stop(execution_arn: str) -> None:
@@ -243,17 +305,32 @@ class Tasks:
                 raise
 
 
+def _is_durable(arn: str) -> bool:
+    """Whether the ARN is a Lambda function's (a durable function runs the task) rather than a state machine's."""
+    return ":lambda:" in arn
+
+
+def _execution_arn(workflow: str, task_id: str) -> str:
+    """The task's execution, as far as it is known before the start: a Step Functions execution's ARN, or a durable
+    execution's without its final id (Lambda's `<function>:$LATEST/durable-execution/<name>/<id>`), as the durable
+    function records its end (shared.documents.durable)."""
+    if _is_durable(workflow):
+        return f"{workflow}:$LATEST/durable-execution/{task_id}"
+    return workflow.replace(":stateMachine:", ":execution:", 1) + f":{task_id}"
+
+
 @cache
 def task_api() -> Tasks:
     """The Tasks of the API function, configured from its environment (once per container)."""
     settings: TaskApiSettings = task_api_settings()
-    unknown = set(settings.state_machines) - task_type_names()
+    unknown = (settings.state_machines.keys() | settings.durable_functions.keys()) - task_type_names()
     if unknown:  # the template names a type this code has no model for: a packaging mistake, not a request's
-        raise ValueError(f"TASK_STATE_MACHINES names task types without a model: {sorted(unknown)}")
+        raise ValueError(f"the template names task types without a model: {sorted(unknown)}")
     return Tasks(
         StatusLog(settings.task_table),
         ResultStore(settings.result_bucket),
         settings,
         settings.state_machines,
         settings.start_grace_seconds,
+        settings.durable_functions,
     )

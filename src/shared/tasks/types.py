@@ -1,10 +1,10 @@
 """Task types of the async API: each one is a request model whose `input` is validated by its own model.
 
-The state machine that runs a type comes from the template (TASK_STATE_MACHINES, checked against these models at
-cold start); a type whose state machine is not deployed is not offered. To add a type: a `<Name>Task` model with
-`type: Literal["<name>"]` and its input model, added to the TaskRequest union, and one `"<name>": "${<Workflow>}"`
-entry in TASK_STATE_MACHINES (template.yaml, TaskApiFunction), with the workflow's ARN in the status rule and the
-functions' IAM policies (docs/api.md, "Adding a task type").
+The state machine or durable function that runs a type comes from the template (TASK_STATE_MACHINES,
+TASK_DURABLE_FUNCTIONS, checked against these models at cold start); a type whose workflow is not deployed is not
+offered. To add a type: a `<Name>Task` model with `type: Literal["<name>"]` and its input model, added to the
+TaskRequest union, and one `"<name>": "${<Workflow>}"` entry in TASK_STATE_MACHINES (template.yaml, TaskApiFunction),
+with the workflow's ARN in the status rule and the functions' IAM policies (docs/api.md, "Adding a task type").
 """
 
 from __future__ import annotations
@@ -40,6 +40,16 @@ class DocumentsTask(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["documents"]
+    input: DocumentsInput
+
+
+class DocumentsDurableTask(BaseModel):
+    """The documents workflow as a Lambda durable function (DocumentsDurableFunction): the same input, the same jobs
+    and tags, waited for through the same resume path (docs/callback.md compares the two engines)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["documents-durable"]
     input: DocumentsInput
 
 
@@ -95,7 +105,9 @@ class ExtractTask(BaseModel):
 
 
 # The request body: whichever task model its "type" names.
-TaskRequest = Annotated[DocumentsTask | ExportTask | BoundedTask | ExtractTask, Field(discriminator="type")]
+TaskRequest = Annotated[
+    DocumentsTask | DocumentsDurableTask | ExportTask | BoundedTask | ExtractTask, Field(discriminator="type")
+]
 
 
 def task_models() -> tuple[type[BaseModel], ...]:
