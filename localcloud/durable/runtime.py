@@ -12,7 +12,7 @@ from moto.core.exceptions import JsonRESTError
 
 from localcloud.clock import Clock
 from localcloud.deploy import Stack
-from localcloud.durable.executor import DurableExecutions
+from localcloud.durable.executor import QUALIFIER, DurableExecutions, lambda_error
 from localcloud.runtime.lambdas import FunctionError, LambdaRuntime
 from localcloud.simulators import ServiceError
 
@@ -60,6 +60,9 @@ class DurableRuntime(LambdaRuntime):
             start = runtime._durable(function_name)
             if start is None:
                 return plain(backend, function_name, qualifier, body, headers, response_headers)
+            refused = _unqualified(function_name, qualifier)
+            if refused is not None:
+                raise _rest_error(refused)
             sent = {str(key).lower(): str(value) for key, value in dict(headers or {}).items()}
             try:
                 arn = start(json.loads(body) if body else {}, sent.get(NAME_HEADER))
@@ -111,6 +114,20 @@ class DurableRuntime(LambdaRuntime):
 
 
 NAME_HEADER = "x-amz-durable-execution-name"
+
+
+def _unqualified(function_name: str, qualifier: str | None) -> ServiceError | None:
+    """Lambda's refusal of an Invoke of a durable function that names no version (an unqualified name or ARN), or
+    names one this cloud does not have (it publishes none: `$LATEST` only); None for `<function>:$LATEST`."""
+    parts = function_name.split(":")
+    suffix = parts[7] if parts[0] == "arn" and len(parts) == 8 else parts[1] if len(parts) == 2 else ""
+    named = qualifier or suffix
+    if not named:
+        message = "You cannot invoke a durable function using an unqualified ARN."
+        return lambda_error("InvalidParameterValueException", message)
+    if named != QUALIFIER:
+        return lambda_error("ResourceNotFoundException", f"Function not found: {function_name}:{named}")
+    return None
 
 
 def _rest_error(error: ServiceError) -> JsonRESTError:

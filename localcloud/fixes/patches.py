@@ -24,6 +24,7 @@ from jsonata import Jsonata
 from jsonata.functions import Functions
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend, LambdaFunction
+from moto.awslambda.responses import LambdaResponse
 from moto.awslambda_simple.models import LambdaSimpleBackend
 from moto.cloudformation import cloudformation_backends
 from moto.cloudformation.custom_model import CustomModel
@@ -359,6 +360,16 @@ def _process_cfn_response(self: CloudFormationResponse) -> Any:
     return _moto_process_cfn_response(self)
 
 
+_MOTO_INVOKE = LambdaResponse.invoke
+
+
+def _invoke_with_its_qualifier(self: LambdaResponse) -> Any:
+    """moto's Invoke reads its version from a `qualifier` query parameter; the SDKs send `Qualifier` (gap 39)."""
+    if "Qualifier" in self.querystring:
+        self.querystring.setdefault("qualifier", self.querystring["Qualifier"])
+    return _MOTO_INVOKE(self)
+
+
 def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: events.SendToDlq, clock: Clock) -> Patches:
     """Everything the offline cloud changes in moto, for one cloud: its Lambda runtime, its rule targets' delivery
     (`deliver`), its dead-letter and destination sends (`send_to`) and its clock."""
@@ -372,6 +383,7 @@ def offline_cloud(runtime: LambdaRuntime, deliver: events.Deliver, send_to: even
             *events_atomic(),
             *routing_atomic(),
             Patch(LambdaSimpleBackend, "invoke", runtime.moto_invoke(), "gap 16"),
+            Patch(LambdaResponse, "invoke", _invoke_with_its_qualifier, "gap 39"),
             Patch(LambdaBackend, "create_event_source_mapping", pollers.create_event_source_mapping, "gap 17"),
             Patch(LambdaBackend, "send_log_event", logs.subscription_delivery(runtime.invoke_async), "gap 18"),
             *event_delivery(deliver, send_to),

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from localcloud.clock import ManualClock
 from localcloud.cloud import CloudConfig, LocalCloud
@@ -42,6 +43,9 @@ def lambda_(cloud: LocalCloud) -> Any:
     return cloud.client("lambda")
 
 
+LATEST = "$LATEST"  # a durable function is invoked qualified: this cloud publishes no version
+
+
 def _function(cloud: LocalCloud, logical_id: str = "WaitingFunction") -> str:
     return next(r.physical_id for r in cloud.stack.resources if r.logical_id == logical_id)
 
@@ -50,6 +54,7 @@ def _start(cloud: LocalCloud, job: str, timeout_seconds: int = HOUR, **invoke: A
     """Invoke the durable function asynchronously for `job`: the ARN of the execution it started."""
     response = cloud.client("lambda").invoke(
         FunctionName=_function(cloud),
+        Qualifier=LATEST,
         InvocationType="Event",
         Payload=json.dumps({"job": job, "timeoutSeconds": timeout_seconds}),
         **invoke,
@@ -127,7 +132,7 @@ def test_a_synchronous_invoke_answers_when_its_execution_ends(cloud: LocalCloud,
 
     def invoke() -> None:
         payload = json.dumps({"job": "sync", "timeoutSeconds": HOUR})
-        answered.update(lambda_.invoke(FunctionName=_function(cloud), Payload=payload))
+        answered.update(lambda_.invoke(FunctionName=_function(cloud), Qualifier=LATEST, Payload=payload))
 
     caller = threading.Thread(target=invoke)
     caller.start()
@@ -149,7 +154,8 @@ def test_a_durable_function_whose_package_lacks_the_sdk_runs_on_the_runtimes_cop
 ) -> None:
     # Given a durable function whose package brings no durable execution SDK (Lambda's runtime carries one)
     # When it is invoked synchronously
-    response = lambda_.invoke(FunctionName=_function(cloud, "SteppingFunction"), Payload=json.dumps({"value": 21}))
+    stepping = f"{_function(cloud, 'SteppingFunction')}:{LATEST}"  # a qualified name, as the ARN's suffix
+    response = lambda_.invoke(FunctionName=stepping, Payload=json.dumps({"value": 21}))
 
     # Then it ran on the runtime's copy, its step checkpointed, and the Invoke answers with the execution's result
     assert "FunctionError" not in response
@@ -196,6 +202,24 @@ def test_a_callback_closed_once_refuses_every_later_call_as_lambda_does(cloud: L
 
     # And the execution keeps the first result
     assert json.loads(_ended(lambda_, execution_arn)["Result"])["result"] == "1"
+
+
+@pytest.mark.parametrize(
+    ("qualifier", "error"),
+    [(None, "InvalidParameterValueException"), ("1", "ResourceNotFoundException")],
+    ids=["unqualified", "unpublished-version"],
+)
+def test_an_invoke_that_names_no_version_it_can_run_is_refused(
+    cloud: LocalCloud, lambda_: Any, qualifier: str | None, error: str
+) -> None:
+    # When a durable function is invoked unqualified (Lambda: "You cannot invoke a durable function using an
+    # unqualified ARN"), or with a version nobody published
+    with pytest.raises(ClientError) as refused:
+        lambda_.invoke(FunctionName=_function(cloud), Payload=b"{}", **({"Qualifier": qualifier} if qualifier else {}))
+    # Then Lambda's error answers, and no execution started
+    assert refused.value.response["Error"]["Code"] == error
+    if qualifier is None:
+        assert "unqualified ARN" in refused.value.response["Error"]["Message"]
 
 
 def test_a_callback_id_lambda_never_issued_is_refused(lambda_: Any) -> None:

@@ -217,6 +217,7 @@ class Tasks:
         try:
             invoked = client("lambda").invoke(
                 FunctionName=function,
+                Qualifier=LATEST,  # Lambda refuses to start a durable execution of an unqualified function
                 InvocationType="Event",
                 DurableExecutionName=task_id,
                 Payload=json.dumps(execution_input).encode(),
@@ -227,8 +228,7 @@ class Tasks:
             return self._failed_to_start(task_id, head, error_code(exc), str(exc), "Invoke")
         except BotoCoreError as exc:
             raise TransientAwsError(f"the durable function was not reached: {exc}") from exc
-        execution_arn = invoked["ResponseMetadata"]["HTTPHeaders"]["x-amz-durable-execution-arn"]
-        return self._running(task_id, head, execution_arn, datetime.now(UTC))
+        return self._running(task_id, head, invoked["DurableExecutionArn"], datetime.now(UTC))
 
     def _running(self, task_id: str, head: Entry, execution_arn: str, started: datetime) -> Task:
         running = Entry(
@@ -305,6 +305,9 @@ class Tasks:
                 raise
 
 
+LATEST = "$LATEST"  # the version a durable task runs: the stack publishes none (a durable execution names its version)
+
+
 def _is_durable(arn: str) -> bool:
     """Whether the ARN is a Lambda function's (a durable function runs the task) rather than a state machine's."""
     return ":lambda:" in arn
@@ -315,7 +318,7 @@ def _execution_arn(workflow: str, task_id: str) -> str:
     execution's without its final id (Lambda's `<function>:$LATEST/durable-execution/<name>/<id>`), as the durable
     function records its end (shared.documents.durable)."""
     if _is_durable(workflow):
-        return f"{workflow}:$LATEST/durable-execution/{task_id}"
+        return f"{workflow}:{LATEST}/durable-execution/{task_id}"
     return workflow.replace(":stateMachine:", ":execution:", 1) + f":{task_id}"
 
 
