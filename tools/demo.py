@@ -302,6 +302,7 @@ FLOWS: list[tuple[str, Callable[[LocalCloud], str]]] = [
     ("Lost completion events, recovered by the reconciler", lost_events_flow),
     ("Scheduled HealthLake export, fanned out as events", export_flow),
     ("Async API: POST /task over SigV4, poll the status, fetch the result", lambda cloud: api_flow(cloud)),
+    ("Durable function: the same task as code, its lost event recovered by the reconciler", lambda c: durable_flow(c)),
     ("Callback semaphore: 30 contenders, 3 permits, no polling", semaphore_flow),
     ("Bedrock Data Automation: two extract tasks share the Region's job quota", extract_flow),
 ]
@@ -368,3 +369,44 @@ def api_flow(cloud: LocalCloud) -> str:
     history = call(api, "GET", f"{location}/history").json()["entries"]
     print(f"    history: {' -> '.join(entry['status'] for entry in history)}")
     return f"task {task['id']} {task['status']}: {result.json()['tagged']}"
+
+
+def durable_flow(cloud: LocalCloud) -> str:
+    """POST /task documents-durable: the documents workflow as a Lambda durable function. Its waits are callback
+    ids in the same token store; Macie's completion comes through the same resume function, Translate's event is lost
+    and the reconciler resumes that wait."""
+    region = cloud.config.region
+    cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock, drop_events=True))
+    cloud.add_simulator(MacieSimulator(region, delay_seconds=90, clock=cloud.clock))
+    print("    simulated jobs: Translate 1 minute (its event is dropped), Macie 1.5 minutes")
+    assert cloud.http is not None, "template.yaml declares no HTTP API"
+    api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
+    seed_documents(cloud, "demo-durable/input/")
+    request = {
+        "type": "documents-durable",
+        "input": {
+            "inputPrefix": "demo-durable/input/",
+            "outputPrefix": "demo-durable/output/",
+            "sourceLanguage": "en",
+            "targetLanguages": ["de"],
+        },
+    }
+    submitted = call(api, "POST", "/task", request)
+    print(f"    POST /task -> {submitted.status_code} {submitted.text}")
+    if submitted.status_code != 202:
+        raise AssertionError(f"POST /task answered {submitted.status_code}")
+    deadline = time.monotonic() + 60
+    while (task := call(api, "GET", submitted.headers["Location"]).json())["status"] in ("SUBMITTED", "RUNNING"):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"task still {task['status']} after 60 s")
+        time.sleep(0.2)
+    if task["status"] != "SUCCEEDED":
+        raise AssertionError(f"task ended {task['status']}: {task.get('error')} {task.get('cause')}")
+    history = call(api, "GET", f"{submitted.headers['Location']}/history").json()["entries"]
+    arn = next(entry["detail"]["executionArn"] for entry in history if entry["status"] == "RUNNING")
+    events = cloud.client("lambda").get_durable_execution_history(DurableExecutionArn=arn)["Events"]
+    for event in events:
+        if event["EventType"].startswith(("Callback", "Step", "Execution")):
+            print(f"    {event['EventType']:<20} {event.get('Name') or ''}")
+    tagged = call(api, "GET", task["resultUrl"]).json()["tagged"]
+    return f"task {task['id']} {task['status']} as a durable execution: {tagged}"
