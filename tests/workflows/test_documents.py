@@ -108,6 +108,34 @@ def tokens_left(cloud: LocalCloud, job_key: str) -> list[dict[str, Any]]:
     return [i for i in items["Items"] if i["jobKey"]["S"] == job_key and "token" in i]
 
 
+def item(cloud: LocalCloud, job_key: str) -> dict[str, Any] | None:
+    """The token table's item of a job (its waiter's token, or its outcome when the completion came first)."""
+    table = cloud.stack.outputs["TokenTableName"]
+    found = cloud.client("dynamodb").get_item(TableName=table, Key={"jobKey": {"S": job_key}}, ConsistentRead=True)
+    stored: dict[str, Any] | None = found.get("Item")
+    return stored
+
+
+def translation_ended_before_its_wait(run: Run, name: str, client_token: str) -> str:
+    """Start the Translate job that the execution named `name` will start (its JobName, the client token it will
+    send: the same request, as an earlier attempt would have sent), and wait until its completion is recorded in the
+    token table: the job's id. The execution's start then gets this job, already ended, back."""
+    cloud = run.cloud
+    role = next(r.physical_id for r in cloud.stack.resources if r.logical_id == "TranslateDataAccessRole")
+    job = cloud.client("translate").start_text_translation_job(
+        JobName=f"{cloud.stack.name}.{name}",
+        ClientToken=client_token,
+        InputDataConfig={"S3Uri": f"s3://{run.bucket}/{run.request['inputPrefix']}", "ContentType": "text/plain"},
+        OutputDataConfig={"S3Uri": f"s3://{run.bucket}/{run.request['outputPrefix']}"},
+        DataAccessRoleArn=cloud.client("iam").get_role(RoleName=role)["Role"]["Arn"],
+        SourceLanguageCode=run.request["sourceLanguage"],
+        TargetLanguageCodes=run.request["targetLanguages"],
+    )
+    job_id = str(job["JobId"])
+    wait_for(lambda: "outcome" in (item(cloud, f"translate#{job_id}") or {}), 30, "the completion's record")
+    return job_id
+
+
 def test_happy_path_translates_classifies_and_tags(cloud: LocalCloud) -> None:
     # Given two documents, one with personal data, and jobs that finish after a simulated minute
     simulate(cloud)
@@ -200,12 +228,20 @@ def test_classification_that_could_not_read_the_bucket_fails_instead_of_tagging_
 
 
 def test_completion_before_registration_still_resumes(cloud: LocalCloud) -> None:
-    # Given jobs whose completion is reported as soon as they start, before their tokens are registered
+    # Given jobs whose completion is reported as soon as they start, and a Translate job that has ended, its completion
+    # recorded, before the execution that starts it registers its token (StartTranslation's client token is the
+    # execution's name: the same request brings back the same job)
     simulate(cloud, translate={"delay_seconds": 0}, macie={"delay_seconds": 0})
-    described = Run(cloud).run()
-    # Then each registration finds the recorded completion and resumes its branch at once
+    run, name = Run(cloud), str(uuid.uuid4())
+    job = translation_ended_before_its_wait(run, name, name)
+    # When the workflow runs
+    described = run.run(name)
+    # Then the registration finds the recorded completion and resumes its branch at once; each wait resumed once
     assert described["status"] == "SUCCEEDED", described
+    assert json.loads(described["output"])["translation"]["jobId"] == job
     assert waits_resumed(cloud, described["executionArn"]) == 2
+    # And the recorded completion was taken: nothing is left for the job
+    assert item(cloud, f"translate#{job}") is None
 
 
 def test_completion_delivered_three_times_resumes_each_wait_once(cloud: LocalCloud) -> None:

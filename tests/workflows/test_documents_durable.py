@@ -18,7 +18,16 @@ from localcloud.simulators import settle_all
 from shared.documents.durable import _client_token
 from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import PARAMETERS, TASK_TIMEOUT_SECONDS
-from tests.workflows.test_documents import CLEAN, PERSONAL, Run, dead_letters, simulate, tokens_left
+from tests.workflows.test_documents import (
+    CLEAN,
+    PERSONAL,
+    Run,
+    dead_letters,
+    item,
+    simulate,
+    tokens_left,
+    translation_ended_before_its_wait,
+)
 
 ENDED_WITHIN_S = 90.0  # a safety net: the longest case (a wait timing out) ends after about 20 real seconds
 CLOSES = frozenset({"CallbackSucceeded", "CallbackFailed", "CallbackTimedOut"})
@@ -85,34 +94,6 @@ def registered(cloud: LocalCloud, execution_arn: str) -> dict[str, dict[str, Any
     return {i["stateName"]["S"]: i for i in mine}
 
 
-def item(cloud: LocalCloud, job_key: str) -> dict[str, Any] | None:
-    """The token table's item of a job (its waiter's token, or its outcome when the completion came first)."""
-    table = cloud.stack.outputs["TokenTableName"]
-    found = cloud.client("dynamodb").get_item(TableName=table, Key={"jobKey": {"S": job_key}}, ConsistentRead=True)
-    stored: dict[str, Any] | None = found.get("Item")
-    return stored
-
-
-def translation_ended_before_its_wait(run: Run, name: str) -> str:
-    """Start the Translate job that the execution named `name` will start (its JobName, its client token: the same
-    request, as an earlier attempt of its submitter would have sent), and wait until its completion is recorded in
-    the token table: the job's id. The execution's submitter then gets this job, already ended, back."""
-    cloud = run.cloud
-    role = next(r.physical_id for r in cloud.stack.resources if r.logical_id == "TranslateDataAccessRole")
-    job = cloud.client("translate").start_text_translation_job(
-        JobName=f"{cloud.stack.name}.{name}",
-        ClientToken=_client_token(name),
-        InputDataConfig={"S3Uri": f"s3://{run.bucket}/{run.request['inputPrefix']}", "ContentType": "text/plain"},
-        OutputDataConfig={"S3Uri": f"s3://{run.bucket}/{run.request['outputPrefix']}"},
-        DataAccessRoleArn=cloud.client("iam").get_role(RoleName=role)["Role"]["Arn"],
-        SourceLanguageCode=run.request["sourceLanguage"],
-        TargetLanguageCodes=run.request["targetLanguages"],
-    )
-    job_id = str(job["JobId"])
-    wait_for(lambda: "outcome" in (item(cloud, f"translate#{job_id}") or {}), 30, "the completion's record")
-    return job_id
-
-
 def translation_job(name: str) -> str:
     """The id of the Translate job the execution named `name` started (its JobName is `<stack>.<name>`)."""
     jobs = simulators.active("translate").jobs  # type: ignore[union-attr]
@@ -149,7 +130,7 @@ def test_completion_before_registration_still_closes_the_callback(cloud: LocalCl
     # started the job: the same client token brings back the same job)
     simulate(cloud, translate={"delay_seconds": 0}, macie={"delay_seconds": 0})
     run, name = Run(cloud), uuid.uuid4().hex
-    job = translation_ended_before_its_wait(run, name)
+    job = translation_ended_before_its_wait(run, name, _client_token(name))
     # When the durable function runs
     described = execute(run, name)
     # Then the registration finds the recorded completion and closes its callback at once; each callback closed once
