@@ -11,7 +11,7 @@ PY := $(VENV)/bin/python
 SAM := SAM_CLI_TELEMETRY=0 PATH="$(dir $(PYTHON)):$$PATH" $(SAM_VENV)/bin/sam
 export AWS_DEFAULT_REGION ?= us-east-1
 
-.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract bench-recovery chaos demo local preflight deploy redrive scan clean lock openapi
+.PHONY: install lint test build smoke invoke bench bench-concurrency bench-extract bench-recovery bench-engines chaos demo local preflight deploy redrive scan clean lock openapi
 
 install: $(VENV)/.installed $(SAM_VENV)/.installed $(LAMBDA_VENV)/.installed
 
@@ -68,7 +68,7 @@ invoke:
 	@$(PY) -m localcloud invoke $(FUNCTION) $(if $(EVENT),-e $(EVENT))
 
 # The reports import the functions' code (src/) as the tests do (pyproject's pythonpath).
-bench bench-concurrency bench-extract bench-recovery chaos: export PYTHONPATH := src
+bench bench-concurrency bench-extract bench-recovery bench-engines chaos: export PYTHONPATH := src
 
 # The design's numbers on the offline cloud (P1-P5 and HTTP in bench/bench.py): docs/performance.md, .aws-sam/bench/.
 # A report, not a test; SIZES=500,1000,2000,5000 by default.
@@ -86,6 +86,12 @@ bench-extract: install
 # and recovery time (docs/callback.md, "Under pressure"; .aws-sam/bench/recovery.json).
 bench-recovery: install
 	$(PY) -m bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT))
+
+# The documents workflow on both engines, Step Functions and a Lambda durable function: requests counted per task and
+# priced (docs/callback.md, "Two engines"; .aws-sam/bench/engines.json).
+TASKS ?= 20
+bench-engines: install
+	$(PY) -m bench.engines --tasks $(TASKS)
 
 # Callback jobs under seeded random faults (wire faults in the Lambda workers, lost/early/duplicated/late/forged
 # events): lost, double, wrong and dead-lettered jobs (docs/reliability.md, .aws-sam/bench/chaos.json).

@@ -77,6 +77,10 @@ PRICES = {
     "lambda_per_gb_second": 0.0000166667,
     "dynamodb_per_write_request": 0.625 / 1_000_000,
     "dynamodb_per_read_request": 0.125 / 1_000_000,
+    # Lambda durable functions: per durable operation (a step, a callback, a child context...), the Lambda pricing
+    # page's rate as a transcription of it dated 2026-09-20 quotes it; its GB of data written and retained are not
+    # priced here (a documents execution checkpoints a few KB)
+    "lambda_durable_per_operation": 8.00 / 1_000_000,
     "eventbridge_aws_service_event": 0.0,  # events from AWS services to the default bus are free
     "translate_describe_call": 0.0,  # API calls that start no job are not billed
 }
