@@ -82,10 +82,11 @@ bench-concurrency: install
 bench-extract: install
 	$(PY) -m bench.extract
 
-# A burst of BURST lost completion events (100 by default), tasks waiting with HEARTBEAT real seconds (6): timeouts
+# A burst of BURST lost completion events (100 by default), tasks waiting with HEARTBEAT real seconds (6); DESCRIBE=1:
+# Translate cannot list them, each is described on its own (as Macie, BDA, HealthLake jobs are). Timeouts
 # and recovery time (docs/callback.md, "Under pressure"; .aws-sam/bench/recovery.json).
 bench-recovery: install
-	$(PY) -m bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT))
+	$(PY) -m bench.recovery $(if $(BURST),--jobs $(BURST)) $(if $(HEARTBEAT),--heartbeat $(HEARTBEAT)) $(if $(DESCRIBE),--describe)
 
 # The documents workflow on both engines, Step Functions and a Lambda durable function: requests counted per task and
 # priced (docs/callback.md, "Two engines"; .aws-sam/bench/engines.json).

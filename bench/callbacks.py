@@ -332,6 +332,7 @@ def run_jobs(
     complete_job: Callable[[str], None] | None = None,
     after_ends: Callable[[], None] = lambda: None,
     together: bool = False,
+    end_together: Callable[[list[str]], None] | None = None,
 ) -> JobsResult:
     """Run `jobs` callback jobs, at most `in_flight` at a time; return the accounting.
 
@@ -340,7 +341,8 @@ def run_jobs(
     `complete`) `job_seconds` (a random span) after its start, except for a fraction `early` put at once (racing the
     registration). With `together` instead (`early` and `job_seconds` unused), every completion is held until every
     job of the run is registered (all of them waiting at once), then all are put at once (`complete_together`;
-    `complete_job` unused), as when N services' jobs end together. Ends are watched through the executions' status
+    `complete_job` unused), as when N services' jobs end together; or, with `end_together`, the jobs are handed to it
+    then instead (e.g. to end them at once with their events lost). Ends are watched through the executions' status
     change events, which a rule sends to a queue, so the harness itself adds little load however many jobs are in
     flight. Once every execution has ended (or timed out after `job_timeout` real seconds), `after_ends` runs; then
     each job is accounted from its execution's history."""
@@ -408,7 +410,10 @@ def run_jobs(
             with lock:
                 pending = {job: arn for job, arn in pending.items() if job not in registered and arn not in ended}
         result.all_waiting_seconds = time.monotonic() - started
-        complete_together(cloud, list(holding), result)
+        if end_together is None:
+            complete_together(cloud, list(holding), result)
+        else:
+            end_together(list(holding))
 
     helpers = [threading.Thread(target=guarded(complete_when_due)), threading.Thread(target=guarded(watch_ends))]
     for helper in helpers:

@@ -22,6 +22,9 @@ Knobs (constructor arguments):
         fails, the others are translated) or "FAILED" (nothing is written).
     event_copies: how many times the terminal event is delivered (default 1; >1 simulates duplicate delivery).
     drop_events: finish jobs but emit no event at all (a lost event); DescribeTextTranslationJob still tells.
+    list_denied: ListTextTranslationJobs answers AccessDeniedException, as for a role without that action (the
+        reconciler then describes every job on its own, as it does for a service that cannot list its jobs).
+`finish(job_ids)` ends jobs at once (a burst harness's jobs without an end).
 Per job, a JobName starting with `fail-` ends FAILED and one starting with `partial-` ends COMPLETED_WITH_ERROR
 (after the stack's `<stack>.` prefix, where the name has one), whatever `outcome` says. An input prefix without
 documents (or a missing bucket) ends FAILED, as on AWS.
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
@@ -116,11 +120,12 @@ class TranslateSimulator(Simulator):
         outcome: str = "COMPLETED",
         event_copies: int = 1,
         drop_events: bool = False,
+        list_denied: bool = False,
     ) -> None:
         super().__init__(region, delay_seconds, clock, outcome)
         if event_copies < 1:
             raise ValueError("event_copies must be at least 1 (use drop_events=True for no event)")
-        self.event_copies, self.drop_events = event_copies, drop_events
+        self.event_copies, self.drop_events, self.list_denied = event_copies, drop_events, list_denied
 
     # --- operations -------------------------------------------------------------------------------------------
 
@@ -165,6 +170,8 @@ class TranslateSimulator(Simulator):
             return {"JobId": job.job_id, "JobStatus": job.status}
 
     def ListTextTranslationJobs(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.list_denied:
+            raise ServiceError("AccessDeniedException", "not authorized to perform: translate:ListTextTranslationJobs")
         wanted = params.get("Filter", {})
         with self._lock:
             jobs = [
@@ -183,6 +190,13 @@ class TranslateSimulator(Simulator):
         if start + size < len(jobs):
             response["NextToken"] = str(start + size)
         return response
+
+    def finish(self, job_ids: list[str]) -> None:
+        """End these jobs now, together, as their delay would have ended each (a burst of jobs ending at once)."""
+        with self._lock:
+            jobs = [self._job(job_id) for job_id in job_ids]
+        with ThreadPoolExecutor(max_workers=16) as pool:  # each writes its outputs to S3 first
+            list(pool.map(self._finish, jobs))
 
     # --- lifecycle (timer threads) ----------------------------------------------------------------------------
 

@@ -307,3 +307,31 @@ def test_a_job_without_an_end_stays_submitted_and_holds_no_thread(simulate: Any)
     # Then each one stays SUBMITTED, and none holds a timer thread waiting for an end that never comes
     assert {describe(translate, job_id)["JobStatus"] for job_id in job_ids} == {"SUBMITTED"}
     assert threading.active_count() <= threads
+
+
+def test_jobs_without_an_end_can_all_be_ended_at_once(aws: None) -> None:
+    # Given jobs that never end by themselves, with their events lost (a burst harness ends them)
+    register(simulator := TranslateSimulator(REGION, delay_seconds=math.inf, clock=Clock(SPEEDUP), drop_events=True))
+    translate = client("translate")
+    put_inputs(a="hello")
+    queue = event_queue()
+    job_ids = [start(translate, name=f"job-{n}", ClientToken=f"token-{n}") for n in range(5)]
+    # When the harness ends them together
+    simulator.finish(job_ids)
+    # Then each has ended as its outcome says, and no event came
+    assert {describe(translate, job_id)["JobStatus"] for job_id in job_ids} == {"COMPLETED"}
+    settle_all()
+    assert received(queue) == []
+
+
+def test_a_listing_the_role_may_not_make_is_denied(simulate: Any) -> None:
+    # Given a Translate whose caller may not list jobs (its role lacks translate:ListTextTranslationJobs)
+    translate = simulate(list_denied=True)
+    put_inputs(a="hello")
+    job_id = start(translate)
+    # When it lists them, then describes one
+    with pytest.raises(translate.exceptions.ClientError) as denied:
+        translate.list_text_translation_jobs()
+    # Then the listing is AccessDenied, and the job can still be described
+    assert denied.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert describe(translate, job_id)["JobId"] == job_id
