@@ -26,7 +26,12 @@ from typing import Any
 
 from aws_durable_execution_sdk_python import DurableContext
 from aws_durable_execution_sdk_python.config import Duration, WaitForCallbackConfig
-from aws_durable_execution_sdk_python.exceptions import CallbackError, CallbackTimeoutError
+from aws_durable_execution_sdk_python.exceptions import (
+    CallbackExternalError,
+    CallbackSubmitterError,
+    CallbackTimeoutError,
+    InvocationError,
+)
 from aws_durable_execution_sdk_python.retries import RetryStrategyConfig, create_retry_strategy
 from aws_durable_execution_sdk_python.types import StepContext, WaitForCallbackContext
 from botocore.exceptions import ClientError
@@ -88,7 +93,9 @@ def documents(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
     task = request.task
     try:
         result = _translate_and_classify(request, context)
-    except Exception as exc:
+    except InvocationError:  # this invocation failed (a checkpoint call, say), not the execution: Lambda replays it
+        raise
+    except Exception as exc:  # the execution's end
         if task is not None:  # a WorkflowError in the Step Functions workflow's terms; anything else by its name
             error, cause = (exc.error, exc.cause) if isinstance(exc, WorkflowError) else (type(exc).__name__, str(exc))
             context.step(lambda _: _record_end(context, task, "FAILED", error=error, cause=cause), name="end")
@@ -110,13 +117,15 @@ def _translate_and_classify(request: DurableDocumentsRequest, context: DurableCo
     name = context.state.durable_execution_arn.split("/durable-execution/")[-1].split("/")[0]
     # Both branches wait for their job's end whatever the other's (a failed Translate job does not leave the
     # Macie job's wait behind, as a Step Functions Parallel does): each answers its job's outcome or its error.
-    translation, classification = context.parallel(
+    batch = context.parallel(
         [
             lambda branch: _wait_for_job(branch, "translate", lambda: _start_translation(request, name, settings)),
             lambda branch: _wait_for_job(branch, "macie", lambda: _start_classification(request, name, settings)),
         ],
         name="translate-and-classify",
-    ).get_results()
+    )
+    batch.throw_if_error()  # a branch that broke (neither its job's end nor its wait's)
+    translation, classification = batch.get_results()
     for ended in (translation, classification):
         if "error" in ended:
             timed_out = ended["error"].endswith(".Timeout")
@@ -154,7 +163,7 @@ def _wait_for_job(context: DurableContext, service: str, start: Callable[[], str
     """Start the job and wait for its end through the token store (its callback id under the job id): the job's
     outcome as the resume function sent it, or {"error", "cause"} when the job failed or the wait ran out."""
     heartbeat_seconds = documents_settings().heartbeat_seconds
-    arn = context.state.durable_execution_arn
+    arn, prefix = context.state.durable_execution_arn, adapter(service).name
 
     def submit(callback_id: str, _: WaitForCallbackContext) -> None:
         job_id = start()
@@ -171,12 +180,13 @@ def _wait_for_job(context: DurableContext, service: str, start: Callable[[], str
     try:
         outcome: dict[str, Any] = json.loads(context.wait_for_callback(submit, name=service, config=config))
     except CallbackTimeoutError:
-        name = adapter(service).name
         cause = f"the {service} job did not finish, or its progress could not be confirmed, before the wait timed out"
-        return {"error": f"{name}.Timeout", "cause": cause}
-    except CallbackError as exc:  # the job's end (shared.waits sends `<error>: <cause>`), or the submitter's failure
+        return {"error": f"{prefix}.Timeout", "cause": cause}
+    except CallbackExternalError as exc:  # the job's end, as shared.waits sends it: `<error>: <cause>`
         error, _, cause = (exc.message or "").partition(": ")
-        return {"error": error or f"{adapter(service).name}.Failed", "cause": cause or str(exc)}
+        return {"error": error, "cause": cause}
+    except CallbackSubmitterError as exc:  # the job could not be started or registered, SUBMIT_RETRIES spent
+        return {"error": f"{prefix}.NotStarted", "cause": exc.message or str(exc)}
     return outcome
 
 
