@@ -34,7 +34,6 @@ from localcloud.cloud import LocalCloud
 from localcloud.fixes.events import as_service
 from localcloud.runtime.lambdas import Worker
 from localcloud.simulators.translate import TranslateSimulator
-from shared.callback.tokens import job_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,6 +245,10 @@ def resume_segments(cloud: LocalCloud, result: JobsResult) -> Iterator[dict[str,
     (the resume function's read of the job's token reached DynamoDB) -> SendTaskSuccess called -> next state
     (TaskSucceeded in the execution's history), filled in as run_jobs accounts for each job. Probes wrap the offline
     cloud's own seams; they are removed on exit."""
+    # The app's key (imported here: shared's modules read the functions' environment when imported, as at a cold start,
+    # and a test collecting this module must not import them before its fixtures set that environment)
+    from shared.callback.tokens import job_key
+
     resume, register = function_name(cloud, "ResumeJobFunction"), function_name(cloud, "RegisterTokenFunction")
     times: dict[str, dict[str, float]] = {}  # job id -> segment end -> epoch seconds
     token_job: dict[str, str] = {}

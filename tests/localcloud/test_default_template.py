@@ -69,7 +69,7 @@ def test_the_extract_feature_can_be_left_out_and_the_api_then_offers_no_extract_
         assert {"DocumentsWorkflow", "BoundedWorkflow"} <= machines
         assert "ExtractWorkflowArn" not in cloud.stack.outputs
         # And the task API offers no extract type
-        assert offered_types(cloud) == "bounded, documents"
+        assert offered_types(cloud) == "bounded, documents, documents-durable"
 
 
 def test_documents_and_the_concurrency_samples_can_be_left_out_and_extract_keeps_what_it_uses() -> None:

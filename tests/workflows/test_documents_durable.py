@@ -15,7 +15,6 @@ from typing import Any
 from localcloud import simulators
 from localcloud.cloud import LocalCloud
 from localcloud.simulators import settle_all
-from shared.documents.durable import _client_token
 from tests.localcloud.simulated import wait_for
 from tests.workflows.conftest import PARAMETERS, TASK_TIMEOUT_SECONDS
 from tests.workflows.test_documents import (
@@ -130,6 +129,8 @@ def test_completion_before_registration_still_closes_the_callback(cloud: LocalCl
     # started the job: the same client token brings back the same job)
     simulate(cloud, translate={"delay_seconds": 0}, macie={"delay_seconds": 0})
     run, name = Run(cloud), uuid.uuid4().hex
+    from shared.documents.durable import _client_token  # shared imports read their environment: in a test only
+
     job = translation_ended_before_its_wait(run, name, _client_token(name))
     # When the durable function runs
     described = execute(run, name)

@@ -166,10 +166,12 @@ def _wait_for_job(context: DurableContext, service: str, start: Callable[[], str
     arn, prefix = context.state.durable_execution_arn, adapter(service).name
 
     def submit(callback_id: str, _: WaitForCallbackContext) -> None:
-        job_id = start()
-        entered = datetime.now(UTC).isoformat(timespec="milliseconds")
-        waiter = Waiter(arn, service, entered, 0, heartbeat_seconds, Kind.CALLBACK_ID)
-        with transient_errors():  # throttled or unreachable: the submitter is retried (SUBMIT_RETRIES)
+        # Throttled, a server error or unreachable, in the job's start (idempotent: its client token) or in the
+        # registration: the submitter is retried (SUBMIT_RETRIES)
+        with transient_errors():
+            job_id = start()
+            entered = datetime.now(UTC).isoformat(timespec="milliseconds")
+            waiter = Waiter(arn, service, entered, 0, heartbeat_seconds, Kind.CALLBACK_ID)
             callbacks().register(service, job_id, callback_id, waiter)
 
     config = WaitForCallbackConfig(
