@@ -334,41 +334,54 @@ def api_flow(cloud: LocalCloud) -> str:
     region = cloud.config.region
     cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock))
     cloud.add_simulator(MacieSimulator(region, delay_seconds=90, clock=cloud.clock))
+    api, location = _submitted(cloud, "documents", "demo-api")
+    task = _task_ended(api, location)
+    result = call(api, "GET", task["resultUrl"])
+    print(f"    GET {task['resultUrl']} -> {result.status_code} {result.text}")
+    history = call(api, "GET", f"{location}/history").json()["entries"]
+    print(f"    history: {' -> '.join(entry['status'] for entry in history)}")
+    return f"task {task['id']} {task['status']}: {result.json()['tagged']}"
+
+
+def _submitted(cloud: LocalCloud, task_type: str, folder: str) -> tuple[SignedClient, str]:
+    """POST /task (SigV4) a documents task of `task_type` over the sample documents put under `folder`/input/: the
+    signed client and the task's Location."""
     assert cloud.http is not None, "template.yaml declares no HTTP API"
-    api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
-    seed_documents(cloud, "demo-api/input/")
+    api = SignedClient(cloud.http.url, cloud.config.credentials[0], cloud.config.region)
+    seed_documents(cloud, f"{folder}/input/")
     request = {
-        "type": "documents",
+        "type": task_type,
         "input": {
-            "inputPrefix": "demo-api/input/",
-            "outputPrefix": "demo-api/output/",
+            "inputPrefix": f"{folder}/input/",
+            "outputPrefix": f"{folder}/output/",
             "sourceLanguage": "en",
             "targetLanguages": ["de"],
         },
     }
     submitted = call(api, "POST", "/task", request)
-    print(f"    POST /task -> {submitted.status_code} {submitted.text}  Location: {submitted.headers['Location']}")
+    print(f"    POST /task -> {submitted.status_code} {submitted.text}  Location: {submitted.headers.get('Location')}")
     if submitted.status_code != 202:
         raise AssertionError(f"POST /task answered {submitted.status_code}")
-    location, shown = submitted.headers["Location"], ""
-    deadline = time.monotonic() + 60
+    return api, submitted.headers["Location"]
+
+
+def _task_ended(api: SignedClient, location: str, timeout: float = 60) -> dict[str, Any]:
+    """GET the task until it has ended, printing each status it shows; the ended task (an AssertionError unless it
+    SUCCEEDED)."""
+    shown, deadline = "", time.monotonic() + timeout
     while True:
-        task = call(api, "GET", location).json()
+        task: dict[str, Any] = call(api, "GET", location).json()
         if task["status"] != shown:
             shown = task["status"]
             print(f"    GET {location} -> {shown}", flush=True)
         if task["status"] not in ("SUBMITTED", "RUNNING") and not task["status"].startswith(("WAITING", "TAGGING")):
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"task still {shown} after 60 s")
+            raise TimeoutError(f"task still {shown} after {timeout:g} s")
         time.sleep(0.2)
     if task["status"] != "SUCCEEDED":
         raise AssertionError(f"task ended {task['status']}: {task.get('error')} {task.get('cause')}")
-    result = call(api, "GET", task["resultUrl"])
-    print(f"    GET {task['resultUrl']} -> {result.status_code} {result.text}")
-    history = call(api, "GET", f"{location}/history").json()["entries"]
-    print(f"    history: {' -> '.join(entry['status'] for entry in history)}")
-    return f"task {task['id']} {task['status']}: {result.json()['tagged']}"
+    return task
 
 
 def durable_flow(cloud: LocalCloud) -> str:
@@ -379,30 +392,9 @@ def durable_flow(cloud: LocalCloud) -> str:
     cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock, drop_events=True))
     cloud.add_simulator(MacieSimulator(region, delay_seconds=90, clock=cloud.clock))
     print("    simulated jobs: Translate 1 minute (its event is dropped), Macie 1.5 minutes")
-    assert cloud.http is not None, "template.yaml declares no HTTP API"
-    api = SignedClient(cloud.http.url, cloud.config.credentials[0], region)
-    seed_documents(cloud, "demo-durable/input/")
-    request = {
-        "type": "documents-durable",
-        "input": {
-            "inputPrefix": "demo-durable/input/",
-            "outputPrefix": "demo-durable/output/",
-            "sourceLanguage": "en",
-            "targetLanguages": ["de"],
-        },
-    }
-    submitted = call(api, "POST", "/task", request)
-    print(f"    POST /task -> {submitted.status_code} {submitted.text}")
-    if submitted.status_code != 202:
-        raise AssertionError(f"POST /task answered {submitted.status_code}")
-    deadline = time.monotonic() + 60
-    while (task := call(api, "GET", submitted.headers["Location"]).json())["status"] in ("SUBMITTED", "RUNNING"):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"task still {task['status']} after 60 s")
-        time.sleep(0.2)
-    if task["status"] != "SUCCEEDED":
-        raise AssertionError(f"task ended {task['status']}: {task.get('error')} {task.get('cause')}")
-    history = call(api, "GET", f"{submitted.headers['Location']}/history").json()["entries"]
+    api, location = _submitted(cloud, "documents-durable", "demo-durable")
+    task = _task_ended(api, location)
+    history = call(api, "GET", f"{location}/history").json()["entries"]
     arn = next(entry["detail"]["executionArn"] for entry in history if entry["status"] == "RUNNING")
     events = cloud.client("lambda").get_durable_execution_history(DurableExecutionArn=arn)["Events"]
     for event in events:

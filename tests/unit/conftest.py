@@ -10,6 +10,7 @@ import contextlib
 import importlib
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import boto3
@@ -121,6 +122,22 @@ def aws(deployed: tuple[Deployed, Workflows], monkeypatch: pytest.MonkeyPatch) -
         account.clear()
         cold_start()
         importlib.import_module("shared.observability").metrics.clear_metrics()
+
+
+@pytest.fixture
+def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every job the test completes is this stack's: telling another stack's apart has its own tests
+    (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
+    adapters = importlib.import_module("shared.callback.adapters")
+    monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
+
+
+@pytest.fixture
+def translate_described_one_by_one(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reconciler describes Translate's jobs one by one, as every other service's (its listing is tested on its
+    own, test_reconcile_pressure.py)."""
+    adapters = importlib.import_module("shared.callback.adapters")
+    monkeypatch.setitem(adapters.ADAPTERS, "translate", replace(adapters.TRANSLATE, list_jobs=None))
 
 
 @pytest.fixture

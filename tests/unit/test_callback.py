@@ -41,13 +41,7 @@ JOB_KEY = f"translate#{JOB_ID}"
 UNSUCCESSFUL = ["COMPLETED_WITH_ERROR", "FAILED", "STOPPED"]
 NOT_TERMINAL = ["SUBMITTED", "IN_PROGRESS", "STOP_REQUESTED"]
 
-
-@pytest.fixture(autouse=True)
-def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every job these tests complete is this stack's: telling another stack's apart has its own tests
-    (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
-    adapters = importlib.import_module("shared.callback.adapters")
-    monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
+pytestmark = pytest.mark.usefixtures("jobs_of_this_stack")
 
 
 def translate_event(status: str, job_id: str = JOB_ID) -> dict[str, Any]:

@@ -175,6 +175,13 @@ def jobs_start(durable: DurableDocuments, request: dict[str, Any]) -> None:
     )
 
 
+def failure(result: DurableFunctionTestResult) -> tuple[str, str]:
+    """(error type, message) of an execution that FAILED."""
+    assert result.status.value == "FAILED", result.status
+    assert result.error is not None
+    return result.error.type or "", result.error.message or ""
+
+
 def translation(status: str, message: str | None = None) -> dict[str, Any]:
     return dict(translate_job(TRANSLATION_JOB, status, message)["TextTranslationJobProperties"])
 
@@ -252,11 +259,10 @@ def test_a_failed_translation_fails_the_execution_with_the_error_a_task_would_fa
     # Then the execution fails with JobFailedError, its message opening with the Step Functions workflow's error
     # and then the job's cause; nothing is tagged (no findings are asked for)
     result = durable.result(execution_arn)
-    assert result.status.value == "FAILED"
-    assert result.error is not None
-    assert (result.error.type or "").endswith("JobFailedError")
-    assert (result.error.message or "").startswith("Translate.FAILED: ")
-    assert "Unable to read the input." in (result.error.message or "")
+    error, message = failure(result)
+    assert error.endswith("JobFailedError")
+    assert message.startswith("Translate.FAILED: ")
+    assert "Unable to read the input." in message
     durable.macie.assert_no_pending_responses()
     assert durable.aws.items() == []
 
@@ -272,10 +278,9 @@ def test_macie_not_enabled_fails_the_execution_before_any_job_starts(durable: Du
 
     # Then it fails with MacieNotEnabledError, and no job was started nor registered (any start would have failed
     # the test: nothing else is stubbed)
-    assert result.status.value == "FAILED"
-    assert result.error is not None
-    assert (result.error.type or "").endswith("MacieNotEnabledError")
-    assert (result.error.message or "").startswith("Macie.NotEnabled: ")
+    error, message = failure(result)
+    assert error.endswith("MacieNotEnabledError")
+    assert message.startswith("Macie.NotEnabled: ")
     durable.macie.assert_no_pending_responses()
     assert durable.aws.items() == []
 
@@ -297,9 +302,7 @@ def test_a_job_that_ended_before_its_registration_is_delivered_by_the_submitter(
 
     # Then the translation's submitter closed its callback with the recorded failure at registration
     result = durable.result(execution_arn)
-    assert result.status.value == "FAILED"
-    assert result.error is not None
-    assert (result.error.message or "").startswith("Translate.FAILED: ")
+    assert failure(result)[1].startswith("Translate.FAILED: ")
     assert durable.aws.items() == []
 
 
@@ -319,9 +322,8 @@ def test_a_job_that_cannot_be_started_fails_the_execution_once_the_other_wait_en
 
     # Then the execution fails with the translation's start, named as the workflow's, and nothing is left waiting
     result = durable.result(execution_arn)
-    assert result.status.value == "FAILED"
-    assert result.error is not None
-    assert (result.error.type or "").endswith("JobFailedError")
-    assert (result.error.message or "").startswith("Translate.NotStarted: ")
-    assert "Bad input." in (result.error.message or "")
+    error, message = failure(result)
+    assert error.endswith("JobFailedError")
+    assert message.startswith("Translate.NotStarted: ")
+    assert "Bad input." in message
     assert durable.aws.items() == []

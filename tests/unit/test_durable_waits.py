@@ -14,7 +14,6 @@ import importlib
 import json
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -38,20 +37,7 @@ HEARTBEAT_SECONDS = 900
 SCHEDULE = json.loads((EVENTS / "reconcile_jobs.schedule.json").read_text())
 NOTHING = {"RESUMED": 0, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0, "DEFERRED": 0}
 
-
-@pytest.fixture(autouse=True)
-def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every job these tests complete is this stack's: telling another stack's apart has its own tests
-    (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
-    adapters = importlib.import_module("shared.callback.adapters")
-    monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
-
-
-@pytest.fixture(autouse=True)
-def described_one_by_one(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The reconciler describes Translate's jobs one by one here (its listing: test_reconcile_pressure.py)."""
-    adapters = importlib.import_module("shared.callback.adapters")
-    monkeypatch.setitem(adapters.ADAPTERS, "translate", replace(adapters.TRANSLATE, list_jobs=None))
+pytestmark = pytest.mark.usefixtures("jobs_of_this_stack", "translate_described_one_by_one")
 
 
 class JsonOf:

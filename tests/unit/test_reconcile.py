@@ -15,7 +15,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -41,20 +41,7 @@ SCHEDULE = json.loads((EVENTS / "reconcile_jobs.schedule.json").read_text())
 HEARTBEAT_SECONDS = 600  # long enough not to matter, except in the tests that are about it
 NOTHING = {"RESUMED": 0, "HEARTBEAT": 0, "CLOSED": 0, "UNCONFIRMED": 0, "DEFERRED": 0}
 
-
-@pytest.fixture(autouse=True)
-def jobs_of_this_stack(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every job these tests complete is this stack's: telling another stack's apart has its own tests
-    (test_own_jobs.py), which describe the job; here no describe call is spent on it."""
-    adapters = importlib.import_module("shared.callback.adapters")
-    monkeypatch.setattr(adapters.Adapter, "named", lambda self, job_id, prefix: True)
-
-
-@pytest.fixture(autouse=True)
-def described_one_by_one(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Translate's jobs are described one by one here, as every other service's (its listing is tested on its own)."""
-    adapters = importlib.import_module("shared.callback.adapters")
-    monkeypatch.setitem(adapters.ADAPTERS, "translate", replace(adapters.TRANSLATE, list_jobs=None))
+pytestmark = pytest.mark.usefixtures("jobs_of_this_stack", "translate_described_one_by_one")
 
 
 @dataclass(frozen=True, eq=False)
