@@ -458,11 +458,14 @@ class DurableWaiters:
 
 
 def translate_registered(history: list[dict[str, Any]]) -> datetime | None:
-    """When the submitter of the execution's Translate wait had registered its callback (its StepSucceeded, which
-    the SDK checkpoints once the submitter has returned: as TaskSubmitted follows a task token's registration)."""
-    waits = {e["Id"] for e in history if e.get("SubType") == "WaitForCallback" and e.get("Name") == "translate"}
+    """When the execution's Translate submitter had registered its callback (the step's StepSucceeded, which the SDK
+    checkpoints once the submitter has returned: as TaskSubmitted follows a task token's registration)."""
     return next(
-        (e["EventTimestamp"] for e in history if e["EventType"] == "StepSucceeded" and e.get("ParentId") in waits),
+        (
+            e["EventTimestamp"]
+            for e in history
+            if e["EventType"] == "StepSucceeded" and e.get("Name") == "translate submitter"
+        ),
         None,
     )
 

@@ -75,15 +75,10 @@ def events(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
         page = {"Marker": answer["NextMarker"]}
 
 
-def waits(history: list[dict[str, Any]]) -> dict[str, str]:
-    """The name of each `wait_for_callback` of a history, by its id (its callback's parent)."""
-    return {e["Id"]: e["Name"] for e in history if e.get("SubType") == "WaitForCallback"}
-
-
 def callbacks_closed(cloud: LocalCloud, execution_arn: str) -> Counter[str]:
-    """How many times each wait's callback was closed (succeeded, failed or timed out), by the wait's name."""
-    history = events(cloud, execution_arn)
-    return Counter(waits(history)[e["ParentId"]] for e in history if e["EventType"] in CLOSES)
+    """How many times each wait's callback was closed (succeeded, failed or timed out), by the callback's name (the
+    job's service)."""
+    return Counter(e["Name"] for e in events(cloud, execution_arn) if e["EventType"] in CLOSES)
 
 
 def registered(cloud: LocalCloud, execution_arn: str) -> dict[str, dict[str, Any]]:
@@ -203,7 +198,7 @@ def test_job_outlasting_the_wait_times_out_and_its_late_event_is_acknowledged(cl
     # And it ran out at TaskTimeoutSeconds: the reconciler's heartbeats kept it past its heartbeat timeout until then
     history = events(cloud, described["DurableExecutionArn"])
     timed_out = [e for e in history if e["EventType"] == "CallbackTimedOut"]
-    assert [e["Name"] for e in timed_out] == ["translate create callback id"]
+    assert [e["Name"] for e in timed_out] == ["translate"]
     opened = next(e for e in history if e["EventType"] == "CallbackStarted" and e["Id"] == timed_out[0]["Id"])
     assert timed_out[0]["EventTimestamp"] - opened["EventTimestamp"] >= timedelta(seconds=TASK_TIMEOUT_SECONDS)
     # And when the job's event finally arrives, it is acknowledged: nothing fails, nothing is dead-lettered
@@ -242,11 +237,7 @@ def test_durable_waits_are_registered_as_callback_ids(cloud: LocalCloud) -> None
         "macie": "callbackId",
     }
     history = events(cloud, execution_arn)
-    issued = {
-        waits(history)[e["ParentId"]]: e["CallbackStartedDetails"]["CallbackId"]
-        for e in history
-        if "CallbackStartedDetails" in e
-    }
+    issued = {e["Name"]: e["CallbackStartedDetails"]["CallbackId"] for e in history if "CallbackStartedDetails" in e}
     assert {name: entry["token"]["S"] for name, entry in items.items()} == issued
     # And the execution still ends as usual
     assert ended(cloud, execution_arn)["Status"] == "SUCCEEDED"

@@ -1,12 +1,12 @@
 """The documents workflow as a Lambda durable function (DocumentsDurableFunction): statemachines/documents.asl.json's
 work, written as code. docs/callback.md compares the two engines.
 
-Macie must be on before any job starts. A Translate job and a Macie classification job then run side by side, each
-inside a `wait_for_callback`: its submitter starts the job (idempotent on a client token of the execution's name) and
+Macie must be on before any job starts. A Translate job and a Macie classification job then run side by side: a
+callback each, then a step each that starts the job (idempotent on a client token of the execution's name) and
 registers the callback id in the token store under the job id, exactly as the Step Functions tasks register their
-task tokens. The same completion events, resume function and reconciler then close either kind of wait (shared.waits):
-either order, duplicates, lost events, heartbeats. Then the documents are tagged from Macie's findings
-(shared.documents.pii, the Step Functions version's TagDocuments).
+task tokens, then both waits. The same completion events, resume function and reconciler then close either kind of
+wait (shared.waits): either order, duplicates, lost events, heartbeats. Then the documents are tagged from Macie's
+findings (shared.documents.pii, the Step Functions version's TagDocuments).
 
 Each step runs at least once: a crash replays the function, and a step that had finished is not run again; a step
 that had not is, which is why every call in one is idempotent (a client token, a conditional write, tags set again).
@@ -25,15 +25,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aws_durable_execution_sdk_python import DurableContext
-from aws_durable_execution_sdk_python.config import Duration, WaitForCallbackConfig
+from aws_durable_execution_sdk_python.config import CallbackConfig, Duration, StepConfig
 from aws_durable_execution_sdk_python.exceptions import (
     CallbackExternalError,
-    CallbackSubmitterError,
     CallbackTimeoutError,
     InvocationError,
+    StepError,
 )
 from aws_durable_execution_sdk_python.retries import RetryStrategyConfig, create_retry_strategy
-from aws_durable_execution_sdk_python.types import StepContext, WaitForCallbackContext
+from aws_durable_execution_sdk_python.types import Callback, StepContext
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,17 +115,13 @@ def _translate_and_classify(request: DurableDocumentsRequest, context: DurableCo
             " EnableMacie=true, or run `aws macie2 enable-macie`, then start the task again (docs/deploy.md).",
         )
     name = context.state.durable_execution_arn.split("/durable-execution/")[-1].split("/")[0]
-    # Both branches wait for their job's end whatever the other's (a failed Translate job does not leave the
-    # Macie job's wait behind, as a Step Functions Parallel does): each answers its job's outcome or its error.
-    batch = context.parallel(
-        [
-            lambda branch: _wait_for_job(branch, "translate", lambda: _start_translation(request, name, settings)),
-            lambda branch: _wait_for_job(branch, "macie", lambda: _start_classification(request, name, settings)),
-        ],
-        name="translate-and-classify",
-    )
-    batch.throw_if_error()  # a branch that broke (neither its job's end nor its wait's)
-    translation, classification = batch.get_results()
+    # Both callbacks first, then both jobs started and registered, then both waited for, in one context: no parallel
+    # branch that the SDK suspends and does not look at again within the invocation (docs/offline-cloud.md, "PENDING
+    # with nothing pending"). A job that cannot be started fails the execution before the next one starts.
+    translation_wait, classification_wait = _callback(context, "translate"), _callback(context, "macie")
+    _submit(context, "translate", translation_wait, lambda: _start_translation(request, name, settings))
+    _submit(context, "macie", classification_wait, lambda: _start_classification(request, name, settings))
+    translation, classification = _ended(translation_wait, "translate"), _ended(classification_wait, "macie")
     for ended in (translation, classification):
         if "error" in ended:
             timed_out = ended["error"].endswith(".Timeout")
@@ -159,36 +155,48 @@ def _macie_status(_: StepContext) -> str:
         return "NOT_ENABLED"
 
 
-def _wait_for_job(context: DurableContext, service: str, start: Callable[[], str]) -> dict[str, Any]:
-    """Start the job and wait for its end through the token store (its callback id under the job id): the job's
-    outcome as the resume function sent it, or {"error", "cause"} when the job failed or the wait ran out."""
-    heartbeat_seconds = documents_settings().heartbeat_seconds
-    arn, prefix = context.state.durable_execution_arn, adapter(service).name
+def _callback(context: DurableContext, service: str) -> Callback[str]:
+    """The callback the service's job will close, with the wait's timeout and heartbeat timeout (the parameters the
+    Step Functions tasks wait with)."""
+    config = CallbackConfig(
+        timeout=Duration.from_seconds(callback_settings().task_timeout_seconds),
+        heartbeat_timeout=Duration.from_seconds(documents_settings().heartbeat_seconds),
+    )
+    return context.create_callback(name=service, config=config)
 
-    def submit(callback_id: str, _: WaitForCallbackContext) -> None:
-        # Throttled, a server error or unreachable, in the job's start (idempotent: its client token) or in the
-        # registration: the submitter is retried (SUBMIT_RETRIES)
+
+def _submit(context: DurableContext, service: str, wait: Callback[str], start: Callable[[], str]) -> None:
+    """Start the job and register the callback id in the token store under its job id, in one step; a start or a
+    registration that was throttled, met a server error or was unreachable is retried (the start is idempotent: its
+    client token). JobFailedError `<Service>.NotStarted` once that fails for good."""
+    arn, heartbeat_seconds = context.state.durable_execution_arn, documents_settings().heartbeat_seconds
+
+    def submit(_: StepContext) -> str:
         with transient_errors():
             job_id = start()
             entered = datetime.now(UTC).isoformat(timespec="milliseconds")
             waiter = Waiter(arn, service, entered, 0, heartbeat_seconds, Kind.CALLBACK_ID)
-            callbacks().register(service, job_id, callback_id, waiter)
+            callbacks().register(service, job_id, wait.callback_id, waiter)
+        return job_id
 
-    config = WaitForCallbackConfig(
-        timeout=Duration.from_seconds(callback_settings().task_timeout_seconds),
-        heartbeat_timeout=Duration.from_seconds(heartbeat_seconds),
-        retry_strategy=SUBMIT_RETRIES,
-    )
     try:
-        outcome: dict[str, Any] = json.loads(context.wait_for_callback(submit, name=service, config=config))
+        context.step(submit, name=f"{service} submitter", config=StepConfig(retry_strategy=SUBMIT_RETRIES))
+    except StepError as exc:
+        raise JobFailedError(f"{adapter(service).name}.NotStarted", exc.message or str(exc)) from exc
+
+
+def _ended(wait: Callback[str], service: str) -> dict[str, Any]:
+    """Wait for the job's end: its outcome as the resume function sent it, or {"error", "cause"} when the job failed
+    or the wait ran out."""
+    prefix = adapter(service).name
+    try:
+        outcome: dict[str, Any] = json.loads(wait.result() or "null")
     except CallbackTimeoutError:
         cause = f"the {service} job did not finish, or its progress could not be confirmed, before the wait timed out"
         return {"error": f"{prefix}.Timeout", "cause": cause}
     except CallbackExternalError as exc:  # the job's end, as shared.waits sends it: `<error>: <cause>`
         error, _, cause = (exc.message or "").partition(": ")
         return {"error": error, "cause": cause}
-    except CallbackSubmitterError as exc:  # the job could not be started or registered, SUBMIT_RETRIES spent
-        return {"error": f"{prefix}.NotStarted", "cause": exc.message or str(exc)}
     return outcome
 
 
