@@ -55,7 +55,7 @@ from typing import Any
 
 from bench.bench import machine
 from bench.callbacks import JobsResult, TranslateJobs, complete, dead_letter_count, run_jobs, waiting_machine
-from localcloud.client import route_logs
+from localcloud.client import durable_history, route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.runtime.lambda_faults import KINDS
 from localcloud.simulators.macie import MacieSimulator
@@ -468,19 +468,6 @@ def translate_registered(history: list[dict[str, Any]]) -> datetime | None:
         ),
         None,
     )
-
-
-def durable_history(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
-    """A durable execution's history, every page of it."""
-    lambda_ = cloud.client("lambda")
-    events: list[dict[str, Any]] = []
-    page: dict[str, str] = {}
-    while True:
-        answer = lambda_.get_durable_execution_history(DurableExecutionArn=execution_arn, **page)
-        events += answer["Events"]
-        if not answer.get("NextMarker"):
-            return events
-        page = {"Marker": answer["NextMarker"]}
 
 
 def ended(simulator: TranslateSimulator, job_id: str, timeout: float = 30.0) -> str:

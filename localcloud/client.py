@@ -39,6 +39,19 @@ def wait_for_execution(
         time.sleep(0.2)
 
 
+def durable_history(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
+    """A durable execution's history (GetDurableExecutionHistory), every page of it."""
+    lambda_ = cloud.client("lambda")
+    events: list[dict[str, Any]] = []
+    page: dict[str, str] = {}
+    while True:
+        answer = lambda_.get_durable_execution_history(DurableExecutionArn=execution_arn, **page)
+        events += answer["Events"]
+        if not answer.get("NextMarker"):
+            return events
+        page = {"Marker": answer["NextMarker"]}
+
+
 def route_logs(log_file: Path) -> None:
     """Send Python logging to `log_file` too (where the functions' log lines go), and moto's internals, werkzeug and
     Python warnings only there: moto's interpreter logs the errors it handles at ERROR, and its CloudFormation warns

@@ -17,7 +17,7 @@ from typing import Any
 import requests
 
 from localcloud import simulators
-from localcloud.client import SignedClient, wait_for_execution
+from localcloud.client import SignedClient, durable_history, wait_for_execution
 from localcloud.cloud import LocalCloud
 from localcloud.simulators.bda import HIGH_QUOTA_REGIONS, BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
@@ -396,8 +396,7 @@ def durable_flow(cloud: LocalCloud) -> str:
     task = _task_ended(api, location)
     history = call(api, "GET", f"{location}/history").json()["entries"]
     arn = next(entry["detail"]["executionArn"] for entry in history if entry["status"] == "RUNNING")
-    events = cloud.client("lambda").get_durable_execution_history(DurableExecutionArn=arn)["Events"]
-    for event in events:
+    for event in durable_history(cloud, arn):
         if event["EventType"].startswith(("Callback", "Step", "Execution")):
             print(f"    {event['EventType']:<20} {event.get('Name') or ''}")
     tagged = call(api, "GET", task["resultUrl"]).json()["tagged"]

@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from localcloud import simulators
+from localcloud.client import durable_history
 from localcloud.cloud import LocalCloud
 from localcloud.simulators import settle_all
 from tests.localcloud.simulated import wait_for
@@ -62,23 +63,10 @@ def execute(run: Run, name: str | None = None) -> dict[str, Any]:
     return ended(run.cloud, start(run, name))
 
 
-def events(cloud: LocalCloud, execution_arn: str) -> list[dict[str, Any]]:
-    """The execution's history, every page of it."""
-    lambda_ = cloud.client("lambda")
-    found: list[dict[str, Any]] = []
-    page: dict[str, str] = {}
-    while True:
-        answer = lambda_.get_durable_execution_history(DurableExecutionArn=execution_arn, **page)
-        found += answer["Events"]
-        if not answer.get("NextMarker"):
-            return found
-        page = {"Marker": answer["NextMarker"]}
-
-
 def callbacks_closed(cloud: LocalCloud, execution_arn: str) -> Counter[str]:
     """How many times each wait's callback was closed (succeeded, failed or timed out), by the callback's name (the
     job's service)."""
-    return Counter(e["Name"] for e in events(cloud, execution_arn) if e["EventType"] in CLOSES)
+    return Counter(e["Name"] for e in durable_history(cloud, execution_arn) if e["EventType"] in CLOSES)
 
 
 def registered(cloud: LocalCloud, execution_arn: str) -> dict[str, dict[str, Any]]:
@@ -196,7 +184,7 @@ def test_job_outlasting_the_wait_times_out_and_its_late_event_is_acknowledged(cl
     assert error["ErrorType"].endswith("JobTimedOutError"), error
     assert error["ErrorMessage"].startswith("Translate.Timeout: "), error
     # And it ran out at TaskTimeoutSeconds: the reconciler's heartbeats kept it past its heartbeat timeout until then
-    history = events(cloud, described["DurableExecutionArn"])
+    history = durable_history(cloud, described["DurableExecutionArn"])
     timed_out = [e for e in history if e["EventType"] == "CallbackTimedOut"]
     assert [e["Name"] for e in timed_out] == ["translate"]
     opened = next(e for e in history if e["EventType"] == "CallbackStarted" and e["Id"] == timed_out[0]["Id"])
@@ -236,7 +224,7 @@ def test_durable_waits_are_registered_as_callback_ids(cloud: LocalCloud) -> None
         "translate": "callbackId",
         "macie": "callbackId",
     }
-    history = events(cloud, execution_arn)
+    history = durable_history(cloud, execution_arn)
     issued = {e["Name"]: e["CallbackStartedDetails"]["CallbackId"] for e in history if "CallbackStartedDetails" in e}
     assert {name: entry["token"]["S"] for name, entry in items.items()} == issued
     # And the execution still ends as usual

@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from localcloud.client import SignedClient
+from localcloud.client import SignedClient, durable_history
 from localcloud.cloud import LocalCloud
 from tests.workflows.test_api import PERSONAL, documents_task, executions, follow, simulate, terminal_entries
 
@@ -53,10 +53,8 @@ def test_a_documents_task_on_each_engine_side_by_side(cloud: LocalCloud, api: Si
     assert [e["status"] for e in executions(cloud, sfn_id)] == ["SUCCEEDED"]
     assert terminal_entries(cloud, sfn_id) == ["SUCCEEDED"]
     assert terminal_entries(cloud, durable_id) == ["SUCCEEDED"]
-    history = cloud.client("lambda").get_durable_execution_history(
-        DurableExecutionArn=running_durable(cloud, durable_id)
-    )
-    closed = [e["EventType"] for e in history["Events"] if e["EventType"].startswith("Callback")]
+    history = durable_history(cloud, running_durable(cloud, durable_id))
+    closed = [e["EventType"] for e in history if e["EventType"].startswith("Callback")]
     assert sorted(closed) == ["CallbackStarted", "CallbackStarted", "CallbackSucceeded", "CallbackSucceeded"], closed
 
 
