@@ -28,7 +28,7 @@ class Kind(StrEnum):
     """What waits for a job, and so which calls close its wait."""
 
     TASK_TOKEN = "taskToken"  # noqa: S105 - a kind's name, not a token: a Step Functions Task state's wait
-    CALLBACK_ID = "callbackId"  # a Lambda durable execution's `wait_for_callback`
+    CALLBACK_ID = "callbackId"  # a Lambda durable execution's callback (`create_callback`, `wait_for_callback`)
 
 
 class Sent(StrEnum):

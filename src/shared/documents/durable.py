@@ -35,7 +35,7 @@ from aws_durable_execution_sdk_python.exceptions import (
 from aws_durable_execution_sdk_python.retries import RetryStrategyConfig, create_retry_strategy
 from aws_durable_execution_sdk_python.types import Callback, StepContext
 from botocore.exceptions import ClientError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from shared.aws import account_id, client, error_code, transient_errors
 from shared.callback.adapters import adapter
@@ -74,9 +74,8 @@ class TaskRef(BaseModel):
 
 
 class DurableDocumentsRequest(DocumentsInput):
-    """The task API's documents input, plus the task when the API started the execution."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """The task API's documents input (its model's config: extra fields refused), plus the task when the API started
+    the execution."""
 
     task: TaskRef | None = None
 

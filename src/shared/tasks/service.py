@@ -291,8 +291,10 @@ class Tasks:
                     Error={"ErrorType": "Task.Cancelled", "ErrorMessage": "The task was cancelled by its owner."},
                 )
             except ClientError as exc:
+                # Which of its documented errors Lambda answers for an execution that has already ended is not
+                # documented (the offline cloud answers it as a stop); either only says there is nothing to stop
                 if error_code(exc) not in {"ResourceNotFoundException", "InvalidParameterValueException"}:
-                    raise  # (an execution that has already ended is refused as not running)
+                    raise
 
     @staticmethod
     def _stop(execution_arn: str) -> None:
