@@ -144,18 +144,23 @@ def test_happy_path_translates_classifies_and_tags(cloud: LocalCloud) -> None:
     described = run.run()
     # Then it succeeds with both jobs' results and the tagging counts
     assert described["status"] == "SUCCEEDED", described
-    output = json.loads(described["output"])
+    # And each document and its translation carry the pii tag Macie's findings call for; no token is left behind
+    tagged_as_found_and_nothing_left(run, json.loads(described["output"]))
+
+
+def tagged_as_found_and_nothing_left(run: Run, output: dict[str, Any]) -> None:
+    """What the happy path leaves, whichever engine ran it: both jobs' results and the tagging counts; each of the
+    run's two documents (`contact.txt` with personal data, `clean.txt` without) and its translation tagged as Macie's
+    findings call for; no token left for either job."""
     assert output["translation"]["status"] == "COMPLETED"
     assert output["classification"]["status"] == "JOB_COMPLETED"
     assert output["tagged"] == {"documents": 2, "translations": 2, "withPii": 1}
-    # And each document and its translation carry the pii tag Macie's findings call for
     assert run.tags(f"{run.folder}/in/contact.txt")["pii"] == "true"
     assert run.tags(f"{run.folder}/in/clean.txt")["pii"] == "false"
     translated = {key.rsplit("/", 1)[1]: run.tags(key)["pii"] for key in run.outputs()}
     assert translated == {"de.contact.txt": "true", "de.clean.txt": "false"}
-    # And no token is left behind for either job
-    assert not tokens_left(cloud, f"translate#{output['translation']['jobId']}")
-    assert not tokens_left(cloud, f"macie#{output['classification']['jobId']}")
+    assert not tokens_left(run.cloud, f"translate#{output['translation']['jobId']}")
+    assert not tokens_left(run.cloud, f"macie#{output['classification']['jobId']}")
 
 
 def test_with_macie_off_the_workflow_fails_before_it_starts_any_job(cloud: LocalCloud) -> None:
