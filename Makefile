@@ -102,11 +102,13 @@ SEED ?= 7
 chaos: install
 	$(PY) -m bench.chaos --jobs $(JOBS) --seed $(SEED) $(if $(WIRE),--wire '$(WIRE)')
 
+# The app's demo (tools/demo.py), on the offline cloud.
 demo: install
-	$(PY) -m localcloud demo
+	$(PY) -m tools.demo
 
+# The offline cloud, with the app's sample documents where the README's documents task reads them.
 local: install
-	$(PY) -m localcloud serve
+	$(PY) -m localcloud serve --seed tools.demo.sample_documents
 
 # Read-only checks of the target account and Region (tools/preflight.py): one line per finding, with its fix; exits 1
 # when a finding blocks the deploy or a feature's first run.

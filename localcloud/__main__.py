@@ -1,5 +1,5 @@
-"""`python -m localcloud serve` (make local), `demo` (make demo) and `invoke` (make invoke: `sam local invoke`
-without Docker, against the running `make local` when there is one).
+"""`python -m localcloud serve` (make local) and `invoke` (make invoke: `sam local invoke` without Docker, against
+the running `make local` when there is one). `make demo` is the app's own (tools/demo.py), on the helpers here.
 
 Bad input (an unknown function, a missing file, a port in use, a template that does not deploy) is one line on stderr
 and a non-zero exit, never a traceback (`--verbose` shows it). `invoke` prints only the function's response on stdout.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import errno
+import importlib
 import json
 import logging
 import os
@@ -19,9 +20,10 @@ import socket
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
@@ -31,15 +33,19 @@ from samtranslator.yaml_helper import yaml_parse
 
 from localcloud import account
 from localcloud.clock import Clock
-from localcloud.cloud import CloudConfig, LocalCloud, log_path
+from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.simulators import Simulator
 from localcloud.simulators.bda import BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
+from localcloud.usage import Parser, UsageError, one_line, prog, run
+
+# An app's sample data, put into the stack once it is up (`serve --seed`); the line it returns goes under the banner.
+Seed = Callable[[LocalCloud], str]
 
 
-def _banner(cloud: LocalCloud) -> str:
+def banner(cloud: LocalCloud) -> str:
     cfg = cloud.config
     credential = cfg.credentials[0]
     lines = [
@@ -59,7 +65,7 @@ def _banner(cloud: LocalCloud) -> str:
     return "\n".join(lines)
 
 
-def _simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig, list[Simulator]]:
+def simulated_services(config: CloudConfig, clock: Clock) -> tuple[CloudConfig, list[Simulator]]:
     """Simulated Translate, Macie, Bedrock Data Automation and HealthLake (with one data store, which the stack's
     export workflow uses), on the clock the cloud will run on."""
     region = config.region
@@ -84,76 +90,33 @@ def _fitting(profile: account.AccountProfile) -> dict[str, str]:
     return {"EnableMacie": "false" if profile.macie_enabled else "true"}
 
 
-def serve(config: CloudConfig) -> int:
+def serve(config: CloudConfig, clock: Clock, seed: Seed | None = None) -> int:
     """The offline cloud until Ctrl-C: function logs on stderr (prefixed with the function's name) and in the log
-    file, moto's and werkzeug's only in the file; sample documents seeded for the README's documents task."""
+    file, moto's and werkzeug's only in the file; the app's sample data put in by `seed`."""
     from localcloud.client import route_logs
-    from tools.demo import DOCUMENTS, seed_documents  # the app's sample documents, wired in by its command line
 
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    clock = Clock(config.speedup)
-    config, simulated = _simulated_services(replace(config, echo_function_logs=True), clock)
+    config, simulated = simulated_services(replace(config, echo_function_logs=True), clock)
     cloud = LocalCloud(config, clock)
     route_logs(cloud.function_log)
     with cloud:
         for simulator in simulated:
             cloud.add_simulator(simulator)
-        seeded = seed_documents(cloud)
-        print(_banner(cloud), flush=True)
-        print(f"  sample documents {seeded}{{{','.join(DOCUMENTS)}}}   (the README's documents task)", flush=True)
+        seeded = seed(cloud) if seed else None
+        print(banner(cloud), flush=True)
+        if seeded:
+            print(f"  {seeded}", flush=True)
         print("Ctrl-C to stop.", flush=True)
         stop.wait()
     return 0
 
 
-def demo(config: CloudConfig) -> int:
-    """Every workflow end to end, showing only progress and a summary: the functions' logs, moto's, werkzeug's and
-    warnings go to a log file of the demo's own (emptied first, apart from a `make local`'s), whose path it prints."""
-    from localcloud.client import route_logs
-    from tools.demo import run_all  # the app's demo (tools/demo.py), wired in by the emulator's command line
-
-    log_file = config.function_log or log_path(config.template, f"{config.stack_name}-demo")
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    log_file.write_text("")
-    clock = Clock(config.speedup)
-    # The BDA quota of most Regions (5, not us-east-1's 25), so that the extract flow's 40 documents wait for it.
-    parameters = {"DataAutomationMaxConcurrentJobs": "5", **config.parameters}
-    config, simulated = _simulated_services(replace(config, function_log=log_file, parameters=parameters), clock)
-    route_logs(log_file)
-    with LocalCloud(config, clock) as cloud:
-        for simulator in simulated:
-            cloud.add_simulator(simulator)
-        print(_banner(cloud), flush=True)
-        code = run_all(cloud)
-    print(f"Logs: {log_file}")
-    return code
-
-
-def _prog() -> str:
-    """How to run this command again from here: `.venv/bin/python -m localcloud` in the project."""
-    try:
-        return f"{Path(sys.executable).relative_to(Path.cwd())} -m localcloud"
-    except ValueError:
-        return "python -m localcloud"
-
-
-PROG = _prog()
+PROG = prog("localcloud")
 FUNCTION_TYPES = ("AWS::Serverless::Function", "AWS::Lambda::Function")
 # Lambda's longest Timeout, and a margin: how long `invoke` waits for a running cloud's answer.
 INVOKE_READ_TIMEOUT_SECONDS = 15 * 60 + 30
-
-
-class UsageError(Exception):
-    """Bad input: its message is the one line the command prints on stderr (exit 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (UsageError) instead of its usage block and message."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (`{self.prog} --help` for usage)")
 
 
 @dataclass(frozen=True)
@@ -187,7 +150,7 @@ def _functions_epilog(template: Path) -> str:
     try:
         functions = template_functions(template)
     except Exception as exc:  # noqa: BLE001 - help still prints, saying why it lists no function
-        return f"(no functions listed: {template}: {_one_line(exc)})"
+        return f"(no functions listed: {template}: {one_line(exc)})"
     if not functions:
         return f"{template} declares no function."
     width = max(len(name) for name in functions)
@@ -292,7 +255,7 @@ def invoke_running(cloud: RunningCloud, logical_id: str, event: Any, region: str
     return (json.loads(payload) if payload else None), "FunctionError" in answer
 
 
-def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
+def invoke(config: CloudConfig, clock: Clock, logical_id: str, event: Any) -> int:
     """`sam local invoke` without Docker, in a fresh offline cloud: the function's built artifact, in a worker. The
     response goes to stdout, the function's logs to stderr; a function error exits 1."""
     from localcloud.client import route_logs
@@ -300,8 +263,7 @@ def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     functions = template_functions(config.template)
     if logical_id not in functions:  # before a deploy, not after it
         raise _unknown_function(logical_id, functions, str(config.template))
-    clock = Clock(config.speedup)
-    config, simulated = _simulated_services(config, clock)
+    config, simulated = simulated_services(config, clock)
     cloud = LocalCloud(config, clock)
     route_logs(cloud.function_log)  # moto's warnings to the file; the function's own lines still echo on stderr
     with cloud:
@@ -318,7 +280,7 @@ def invoke(config: CloudConfig, logical_id: str, event: Any) -> int:
     return 1 if failed else 0
 
 
-def invoke_command(args: argparse.Namespace, config: CloudConfig, endpoint: str) -> int:
+def invoke_command(args: argparse.Namespace, config: CloudConfig, clock: Clock, endpoint: str) -> int:
     """`invoke`: against the running offline cloud when one serves the stack at the endpoint (LOCALCLOUD_HOST and
     LOCALCLOUD_AWS_PORT, or --endpoint), as `sam local invoke` runs against the account; else in a fresh one. One
     line on stderr says which."""
@@ -350,7 +312,7 @@ def invoke_command(args: argparse.Namespace, config: CloudConfig, endpoint: str)
             f"{reason}invoking {name} in a fresh offline cloud deployed for this invocation (empty tables, no "
             "waiting tasks; run `make local` in another terminal to invoke against it)"
         )
-    return invoke(config, name, event)
+    return invoke(config, clock, name, event)
 
 
 def _parameter_overrides(text: str) -> dict[str, str]:
@@ -385,42 +347,81 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _one_line(exc: BaseException) -> str:
-    """An exception as one line: its first line of text, with its class name where the text alone says little."""
-    text = str(exc).strip()
-    if isinstance(exc, KeyError) and exc.args:
-        text = str(exc.args[0])
-    first = text.splitlines()[0] if text else ""
-    if isinstance(exc, OSError) and exc.strerror:
-        first = f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
-    more = " (--verbose for the rest)" if len(text.splitlines()) > 1 else ""
-    return f"{type(exc).__name__}: {first}{more}" if first else type(exc).__name__
+def _seed(name: str) -> Seed:
+    """The function `--seed` names, as a Lambda Handler names one: module.function."""
+    module, _, function = name.rpartition(".")
+    try:
+        seed: Seed = getattr(importlib.import_module(module), function)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"{PROG} serve: --seed {name}: {one_line(exc)}") from exc
+    return seed
 
 
-def _build_parser(argv: list[str]) -> _Parser:
+def cloud_arguments(parser: argparse.ArgumentParser) -> None:
+    """-t and --speedup, as `serve` and the app's demo (tools/demo.py) take them."""
+    parser.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
+    parser.add_argument(
+        "--speedup", type=float, help="clock speed-up for schedules, simulated jobs and Step Functions timers"
+    )
+
+
+def cloud_config(command: str, args: argparse.Namespace, **overrides: Any) -> tuple[CloudConfig, Clock]:
+    """The cloud the LOCALCLOUD_* settings, `overrides` and `args` (-t, --speedup: the last word) ask for, and the
+    clock it runs on, with the offline cloud's logs at INFO under --verbose; a bad setting is a UsageError."""
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
+    if getattr(args, "template", None):
+        overrides["template"] = Path(args.template)
+    if getattr(args, "speedup", None) is not None:
+        overrides["speedup"] = args.speedup
+    for variable, kind in (("LOCALCLOUD_AWS_PORT", int), ("LOCALCLOUD_HTTP_PORT", int), ("LOCALCLOUD_SPEEDUP", float)):
+        try:
+            kind(os.environ.get(variable, "1"))
+        except ValueError as exc:
+            raise UsageError(f"{command}: {variable}={os.environ[variable]!r} is not a number") from exc
+    try:
+        config = CloudConfig.from_env(**overrides)
+        return config, Clock(config.speedup)
+    except ValueError as exc:  # a LOCALCLOUD_* setting or --speedup out of its range
+        raise UsageError(f"{command}: {exc}") from exc
+
+
+def serving_config(command: str, args: argparse.Namespace, **overrides: Any) -> tuple[CloudConfig, Clock]:
+    """cloud_config, for a cloud that serves on its ports (`serve`, the app's demo): a missing template, or a port
+    another process holds, is a UsageError too."""
+    config, clock = cloud_config(command, args, **overrides)
+    template_functions(config.template)
+    _ports_free(config)
+    return config, clock
+
+
+def _build_parser(argv: list[str]) -> Parser:
     # The template whose functions `invoke --help` lists: -t's, else LOCALCLOUD_TEMPLATE's, else template.yaml.
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("-t", "--template")
     template = Path(pre.parse_known_args(argv)[0].template or os.environ.get("LOCALCLOUD_TEMPLATE", "template.yaml"))
 
-    common = _Parser(add_help=False)
+    common = Parser(add_help=False)
     common.add_argument(
         "--verbose", action="store_true", default=argparse.SUPPRESS, help="the offline cloud's logs; tracebacks"
     )
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         description=__doc__,
         parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"`{PROG} invoke --help` lists the functions.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,demo,invoke}")
-    for name, description in (("serve", "the offline cloud until Ctrl-C"), ("demo", "every workflow end to end")):
-        command = commands.add_parser(name, help=description, description=description, parents=[common])
-        command.add_argument("-t", "--template", help="SAM template (default: LOCALCLOUD_TEMPLATE or template.yaml)")
-        command.add_argument(
-            "--speedup", type=float, help="clock speed-up for schedules, simulated jobs and Step Functions timers"
-        )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{serve,invoke}")
+    description = "the offline cloud until Ctrl-C"
+    server = commands.add_parser("serve", help=description, description=description, parents=[common])
+    cloud_arguments(server)
+    server.add_argument(
+        "--seed",
+        metavar="MODULE.FUNCTION",
+        help="the app's sample data: FUNCTION(cloud) puts it in once the stack is up and returns a line for the banner "
+        "(make local: tools.demo.sample_documents)",
+    )
     running = "LOCALCLOUD_HOST and LOCALCLOUD_AWS_PORT: http://127.0.0.1:4566 by default"
     invoker = commands.add_parser(
         "invoke",
@@ -451,62 +452,25 @@ def _build_parser(argv: list[str]) -> _Parser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        return _main(argv)
-    except KeyboardInterrupt:
-        return 130
-    except UsageError as exc:
-        _say(str(exc))
-        return 2
-    except Exception as exc:
-        if "--verbose" in argv:
-            raise
-        command = next((arg for arg in argv if arg in ("serve", "demo", "invoke")), "")
-        _say(f"{f'{PROG} {command}'.rstrip()}: {_one_line(exc)}")
-        return 1
+    command = next((arg for arg in argv if arg in ("serve", "invoke")), "")
+    return run(_main, argv, f"{PROG} {command}".rstrip())
 
 
 def _main(argv: list[str]) -> int:
     args = _build_parser(argv).parse_args(argv)
-    verbose = getattr(args, "verbose", False)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(name)s: %(message)s")
-    overrides: dict[str, Any] = {}
-    if args.template:
-        overrides["template"] = Path(args.template)
-    if getattr(args, "speedup", None):
-        overrides["speedup"] = args.speedup
-    for variable, kind in (("LOCALCLOUD_AWS_PORT", int), ("LOCALCLOUD_HTTP_PORT", int), ("LOCALCLOUD_SPEEDUP", float)):
-        try:
-            kind(os.environ.get(variable, "1"))
-        except ValueError as exc:
-            raise UsageError(f"{PROG} {args.command}: {variable}={os.environ[variable]!r} is not a number") from exc
-    try:
-        if args.command == "invoke":
-            overrides.update(aws_port=0, http_port=0, echo_function_logs=True)
-            overrides["parameters"] = _parameter_overrides(args.parameter_overrides)
-            running = CloudConfig.from_env()  # where a running cloud serves: LOCALCLOUD_HOST, LOCALCLOUD_AWS_PORT
-            endpoint = args.endpoint or f"http://{running.host}:{running.aws_port}"
-            return invoke_command(args, CloudConfig.from_env(**overrides), endpoint)
-        if args.command == "demo":
-            # The demo runs beside a `make local` that may hold the default ports.
-            overrides.setdefault("aws_port", 0)
-            overrides.setdefault("http_port", 0)
-            overrides.setdefault("speedup", 60.0)
-            # Keep the handlers' INFO logs out of the walkthrough; let the reconciler look at jobs at once; re-check
-            # exports every two seconds.
-            overrides["parameters"] = {
-                "LogLevel": "WARN",
-                "ReconcileAfterSeconds": "0",
-                "ExportRecheckDelaySeconds": "2",
-            }
-        config = CloudConfig.from_env(**overrides)
-    except ValueError as exc:  # a LOCALCLOUD_* setting out of its range
-        raise UsageError(f"{PROG} {args.command}: {exc}") from exc
-    template_functions(config.template)  # a missing template is one line
-    _ports_free(config)
-    if args.command == "serve":
-        config = replace(config, parameters={**_on_the_wall_clock(config), **config.parameters})
-    return serve(config) if args.command == "serve" else demo(config)
+    command = f"{PROG} {args.command}"
+    if args.command == "invoke":
+        parameters = _parameter_overrides(args.parameter_overrides)
+        config, clock = cloud_config(
+            command, args, aws_port=0, http_port=0, echo_function_logs=True, parameters=parameters
+        )
+        running = CloudConfig.from_env()  # where a running cloud serves: LOCALCLOUD_HOST, LOCALCLOUD_AWS_PORT
+        endpoint = args.endpoint or f"http://{running.host}:{running.aws_port}"
+        return invoke_command(args, config, clock, endpoint)
+    seed = _seed(args.seed) if args.seed else None
+    config, clock = serving_config(command, args)
+    config = replace(config, parameters={**_on_the_wall_clock(config), **config.parameters})
+    return serve(config, clock, seed)
 
 
 # Durations the functions or SQS measure on the wall clock, where the cloud's clock runs the Step Functions timers

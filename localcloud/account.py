@@ -16,6 +16,9 @@ What each rule refuses, and with AWS's words (docs/deploy.md, "What the offline 
 - Lambda GetAccountSettings answers the profile's quota and what is left unreserved (`LambdaAccountSettings`).
 - Every Macie operation but EnableMacie while Macie is not enabled in the Region: AccessDeniedException "Macie is not
   enabled." (localcloud.simulators.macie); AWS::Macie::Session where Macie is enabled already: the resource fails.
+
+Its identities: `ACCOUNT_ID`, and a `Credential` for each caller a SigV4 check knows (the HTTP API's, the HealthLake
+FHIR endpoint's), `EXECUTION_ROLE` the one every function's worker signs with.
 """
 
 from __future__ import annotations
@@ -31,6 +34,28 @@ ACCOUNT_ID = DEFAULT_ACCOUNT_ID  # moto's account: every resource of the offline
 MACIE_LOG_GROUP = "/aws/macie/classificationjobs"  # Macie's, fixed: one per account and Region
 UNRESERVED_MINIMUM = 100  # Lambda keeps this much of the quota unreserved, or the whole quota where it is lower
 CODE_STORAGE_BYTES = 80 * 1024**3  # Lambda's default code storage per Region (75 GB, as GetAccountSettings says it)
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An identity of the account, as a SigV4 check knows it: its key pair and who it is."""
+
+    access_key_id: str
+    secret_access_key: str
+    user_arn: str  # e.g. "arn:aws:iam::123456789012:user/alice"
+    user_id: str  # e.g. "AIDAEXAMPLEALICE"
+    account_id: str
+
+
+# What a function's execution role gives it on AWS; here one fake identity for every worker. Services that check
+# signatures offline (the HealthLake FHIR endpoint) accept it.
+EXECUTION_ROLE = Credential(
+    access_key_id="ASIALOCALCLOUDWORKER",
+    secret_access_key="localcloud-worker-secret",  # noqa: S106 - a local, documented credential
+    user_arn=f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/localcloud-function/worker",
+    user_id="AROALOCALCLOUDWORKER:worker",
+    account_id=ACCOUNT_ID,
+)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ is left to the graph check); (2) moto: moto's `AmazonStateLanguageParser`, i.e. 
 run; (3) graph: Next/Default/Choices/Catch targets and StartAt exist, every state is reachable, non-terminal
 states have a Next; Parallel branches and Map processors are separate scopes.
 
-Usage: python -m localcloud.aslcheck FILE...   (exit 0 when clean, else 1 and one `path: State: message` line each)
+Usage: python -m localcloud.aslcheck FILE...   (exit 0 when clean, else 1 and one `path: State: message` line each;
+bad usage: one line on stderr, exit 2)
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
 import json
@@ -28,6 +28,7 @@ from jsonschema import Draft202012Validator  # type: ignore[import-untyped, unus
 from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser, ASLParserException
 
 from localcloud.account import ACCOUNT_ID
+from localcloud.usage import Parser, prog, run
 
 Problem = tuple[str, str]  # (state name, message)
 TOP = "(top level)"
@@ -171,7 +172,11 @@ def check_file(path: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localcloud.aslcheck", description="Check ASL definition files.")
+    return run(_main, sys.argv[1:] if argv is None else argv, prog("localcloud.aslcheck"))
+
+
+def _main(argv: list[str]) -> int:
+    parser = Parser(prog=prog("localcloud.aslcheck"), description="Check ASL definition files.")
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="ASL JSON definition file")
     lines = [line for path in parser.parse_args(argv).files for line in check_file(path)]
     for line in lines:

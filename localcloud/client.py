@@ -14,8 +14,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
+from localcloud.account import Credential
 from localcloud.cloud import LocalCloud
-from localcloud.httpapi import Credential
 
 
 def wait_for_execution(

@@ -33,16 +33,16 @@ from werkzeug.serving import BaseWSGIServer, make_server
 from werkzeug.wsgi import LimitedStream
 
 from localcloud import account, simulators
-from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account
+from localcloud.account import ACCOUNT_ID, MACIE_LOG_GROUP, Account, Credential
 from localcloud.clock import Clock
 from localcloud.deploy import Stack, delete, deploy, unsubscribe
 from localcloud.durable.api import LambdaApi
 from localcloud.durable.runtime import DurableRuntime
 from localcloud.fixes import events, patches, pollers
-from localcloud.httpapi import Credential, HttpApiServer, Route
+from localcloud.httpapi import HttpApiServer, Route
 from localcloud.runtime import lambda_faults
 from localcloud.runtime.build import build_dir, ensure_built
-from localcloud.runtime.lambdas import AsyncConfig, FunctionError
+from localcloud.runtime.lambdas import AsyncConfig, FunctionError, Throttled
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.stepfunctions import StepFunctions
 
@@ -268,7 +268,15 @@ class LocalCloud:
         self.stack = self.deploy_stack(cfg.stack_name, cfg.parameters)
         routes = self._http_routes()
         if routes:
-            self.http = HttpApiServer(routes, self.runtime.invoke, cfg.credentials, cfg.host, cfg.http_port, cfg.region)
+            self.http = HttpApiServer(
+                routes,
+                self.runtime.invoke,
+                cfg.credentials,
+                cfg.host,
+                cfg.http_port,
+                cfg.region,
+                throttled=(Throttled,),
+            )
             self.http.start()
             self.stack.outputs = self._local_outputs()
 

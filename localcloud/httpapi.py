@@ -13,7 +13,9 @@ Emulated, following API Gateway rather than ``sam local`` where the two differ:
   are not UTF-8 text base64-encoded, ``authentication`` null (no mTLS), optional keys left out when empty.
 * The result: ``statusCode``/``headers``/``cookies``/``body``/``isBase64Encoded``, or a result without
   ``statusCode`` sent as a 200 JSON body. ``multiValueHeaders`` is ignored, as format 2.0 ignores it. A raising
-  or malformed invocation answers 500 ``{"message":"Internal Server Error"}``.
+  or malformed invocation answers 500 ``{"message":"Internal Server Error"}``, a throttled one too (as API Gateway
+  answers Lambda's 429): ``invoke`` raising one of ``throttled`` is expected (a new account has ten concurrent
+  executions for all its functions), so it is one log line, not a traceback.
 * ``AWS_IAM`` routes: the SigV4 ``Authorization`` header is checked against ``credentials`` (service
   ``execute-api``, the configured region, five minutes of clock skew), failures answer 403 without invoking,
   and the caller is passed on in ``requestContext.authorizer.iam``.
@@ -53,7 +55,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
 
-from localcloud.account import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID, Credential
 
 logger = logging.getLogger(__name__)
 
@@ -82,15 +84,6 @@ class Route:
     iam_auth: bool  # True when the route's authorizer is AWS_IAM
 
 
-@dataclass(frozen=True)
-class Credential:
-    access_key_id: str
-    secret_access_key: str
-    user_arn: str  # e.g. "arn:aws:iam::123456789012:user/alice"
-    user_id: str  # e.g. "AIDAEXAMPLEALICE"
-    account_id: str
-
-
 class HttpApiServer:
     """Serve ``routes`` over HTTP on a daemon thread, invoking ``invoke(function_name, event)`` per request."""
 
@@ -104,6 +97,7 @@ class HttpApiServer:
         region: str = "us-east-1",
         api_id: str = "localapi",
         stage: str = "$default",
+        throttled: tuple[type[Exception], ...] = (),
     ) -> None:
         self._routes = [_CompiledRoute(route) for route in routes]
         self._invoke = invoke
@@ -113,6 +107,7 @@ class HttpApiServer:
         self._region = region
         self._api_id = api_id
         self._stage = stage
+        self._throttled = throttled
         self._server: _Server | None = None
 
     def start(self) -> None:
@@ -157,6 +152,9 @@ class HttpApiServer:
         event = self._build_event(request, route, path_parameters, authorizer, request_id)
         try:
             result = self._invoke(route.route.function_name, event)
+        except self._throttled as exc:
+            logger.warning("%s throttled handling %s: %s", route.route.function_name, event["routeKey"], exc)
+            return _message(500, "Internal Server Error", request_id)
         except Exception:
             logger.exception("%s failed handling %s", route.route.function_name, event["routeKey"])
             return _message(500, "Internal Server Error", request_id)
@@ -570,4 +568,4 @@ class _Handler(LocalHandler):
         return response.status, response.headers, response.body
 
 
-__all__ = ["Credential", "HttpApiServer", "LocalHandler", "LocalServer", "Request", "Route", "verify_sigv4"]
+__all__ = ["HttpApiServer", "LocalHandler", "LocalServer", "Request", "Route", "verify_sigv4"]

@@ -1,28 +1,39 @@
-"""`make demo`: run every workflow of template.yaml end to end on the offline cloud, showing each step. The app's
-demo, not the emulator's: its flows and sample documents belong to this template (`make local` seeds the documents).
+"""`make demo` (`python -m tools.demo`): run every workflow of template.yaml end to end on the offline cloud, showing
+each step, then a summary; a non-zero exit if one failed. The app's demo, not the emulator's: its flows and sample
+documents belong to this template (`make local` seeds the documents: `python -m localcloud serve --seed
+tools.demo.sample_documents`).
 
 Each flow drives a workflow through its public surface (S3, StartExecution) with the simulated services it needs,
-prints the states as the execution passes them, checks the result a user would check, and reports PASS/FAIL.
+prints the states as the execution passes them, checks the result a user would check, and reports PASS/FAIL. The
+functions' logs, moto's, werkzeug's and warnings go to a log file of the demo's own (emptied first, apart from a
+`make local`'s), whose path it prints.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 import time
 import traceback
 import uuid
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import requests
 
 from localcloud import simulators
-from localcloud.client import SignedClient, durable_history, wait_for_execution
-from localcloud.cloud import LocalCloud
+from localcloud.__main__ import banner, cloud_arguments, serving_config, simulated_services
+from localcloud.client import SignedClient, durable_history, route_logs, wait_for_execution
+from localcloud.cloud import LocalCloud, log_path
 from localcloud.simulators.bda import HIGH_QUOTA_REGIONS, BdaSimulator
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
+from localcloud.usage import Parser, prog, run
+
+PROG = prog("tools.demo")
 
 DOCUMENTS = {
     "welcome.txt": "Welcome to callback-kit.",
@@ -40,6 +51,12 @@ def seed_documents(cloud: LocalCloud, prefix: str = SAMPLE_PREFIX) -> str:
     for name, text in DOCUMENTS.items():
         s3.put_object(Bucket=bucket, Key=f"{prefix}{name}", Body=text.encode())
     return f"s3://{bucket}/{prefix}"
+
+
+def sample_documents(cloud: LocalCloud) -> str:
+    """`make local`'s seed (`python -m localcloud serve --seed`): the sample DOCUMENTS where the README's documents
+    task reads them, and the line under the banner that says so."""
+    return f"sample documents {seed_documents(cloud)}{{{','.join(DOCUMENTS)}}}   (the README's documents task)"
 
 
 def _documents_run(cloud: LocalCloud, folder: str, expect: str = "SUCCEEDED") -> dict[str, Any]:
@@ -132,7 +149,7 @@ def export_flow(cloud: LocalCloud) -> str:
     events.put_targets(Rule="demo-export-records", EventBusName=bus, Targets=[{"Id": "queue", "Arn": queue_arn}])
     healthlake = simulators.active("healthlake")
     if not isinstance(healthlake, HealthLakeSimulator):
-        raise AssertionError("no simulated HealthLake: start the demo with `python -m localcloud demo`")
+        raise AssertionError("no simulated HealthLake: start the demo with `make demo`")
     datastore = cloud.config.parameters["HealthLakeDatastoreId"]
     fresh = [{"resourceType": "Observation", "status": "final", "code": {"text": f"demo {i}"}} for i in range(25)]
     healthlake.add_resources(datastore, fresh)
@@ -401,3 +418,40 @@ def durable_flow(cloud: LocalCloud) -> str:
             print(f"    {event['EventType']:<20} {event.get('Name') or ''}")
     tagged = call(api, "GET", task["resultUrl"]).json()["tagged"]
     return f"task {task['id']} {task['status']} as a durable execution: {tagged}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(_main, sys.argv[1:] if argv is None else argv, PROG)
+
+
+def _main(argv: list[str]) -> int:
+    parser = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cloud_arguments(parser)
+    parser.add_argument("--verbose", action="store_true", help="the offline cloud's logs; tracebacks")
+    args = parser.parse_args(argv)
+    # Beside a `make local` that may hold the default ports, at 60x. The handlers' INFO logs stay out of the
+    # walkthrough; the reconciler looks at jobs at once; exports are re-checked every two seconds; BDA has the quota of
+    # most Regions (5, not us-east-1's 25), so that the extract flow's 40 documents wait for it.
+    parameters = {
+        "LogLevel": "WARN",
+        "ReconcileAfterSeconds": "0",
+        "ExportRecheckDelaySeconds": "2",
+        "DataAutomationMaxConcurrentJobs": "5",
+    }
+    config, clock = serving_config(PROG, args, aws_port=0, http_port=0, speedup=60.0, parameters=parameters)
+    log_file = config.function_log or log_path(config.template, f"{config.stack_name}-demo")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    log_file.write_text("")
+    config, simulated = simulated_services(replace(config, function_log=log_file), clock)
+    route_logs(log_file)
+    with LocalCloud(config, clock) as cloud:
+        for simulator in simulated:
+            cloud.add_simulator(simulator)
+        print(banner(cloud), flush=True)
+        code = run_all(cloud)
+    print(f"Logs: {log_file}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -51,8 +51,7 @@ from moto.awslambda.utils import get_backend
 from moto.awslambda_simple.models import LambdaSimpleBackend, lambda_simple_backends
 from moto.core.exceptions import JsonRESTError
 
-from localcloud.account import ACCOUNT_ID, Account
-from localcloud.httpapi import Credential
+from localcloud.account import ACCOUNT_ID, EXECUTION_ROLE, Account
 from localcloud.runtime import lambda_faults
 from localcloud.runtime.build import PROJECT_ROOT
 from localcloud.runtime.lambda_bootstrap import LAYERS_ENV
@@ -67,16 +66,6 @@ ENVIRONMENTS_PER_CORE = 4
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 LogSink = Callable[[str, str], None]  # (function name, log line)
-
-# What a function's execution role gives it on AWS; here one fake identity for every worker. Services that check
-# signatures offline (the HealthLake FHIR endpoint) accept it.
-EXECUTION_ROLE = Credential(
-    access_key_id="ASIALOCALCLOUDWORKER",
-    secret_access_key="localcloud-worker-secret",  # noqa: S106 - a local, documented credential
-    user_arn=f"arn:aws:sts::{ACCOUNT_ID}:assumed-role/localcloud-function/worker",
-    user_id="AROALOCALCLOUDWORKER:worker",
-    account_id=ACCOUNT_ID,
-)
 
 
 def runtime_python() -> Path:

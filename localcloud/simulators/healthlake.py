@@ -61,7 +61,7 @@ Knobs (constructor arguments):
         job per account and region, not adjustable). A second kick-off answers 429 with an OperationOutcome
         (`code: throttled`, `Retry-After`); StartFHIRExportJob raises ThrottlingException (which botocore retries
         with backoff before raising it).
-    credentials: extra `localcloud.httpapi.Credential`s the FHIR endpoint accepts.
+    credentials: extra `localcloud.account.Credential`s the FHIR endpoint accepts.
 Per job, a JobName starting with `fail-`, `partial-` or `stuck-` ends FAILED, COMPLETED_WITH_ERRORS or STUCK whatever
 `outcome` says. A missing output bucket ends FAILED.
 
@@ -92,10 +92,9 @@ from urllib.parse import parse_qsl, unquote
 import boto3
 from botocore.exceptions import ClientError
 
-from localcloud.account import ACCOUNT_ID
+from localcloud.account import ACCOUNT_ID, EXECUTION_ROLE, Credential
 from localcloud.clock import Clock
-from localcloud.httpapi import Credential, LocalHandler, LocalServer, Request, verify_sigv4
-from localcloud.runtime.lambdas import EXECUTION_ROLE
+from localcloud.httpapi import LocalHandler, LocalServer, Request, verify_sigv4
 from localcloud.simulators import ServiceError, Simulator, split_s3_uri
 from localcloud.simulators.shapes import fhir_export_job
 

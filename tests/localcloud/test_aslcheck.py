@@ -194,12 +194,14 @@ def test_the_command_exits_0_when_clean_and_1_with_one_line_per_problem(tmp_path
     assert failed.stdout.splitlines() == [f"{bad}: Validate: graph: Next target 'Nowhere' does not exist"]
 
 
-def test_the_command_without_files_prints_usage_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    # Given no files / When the command runs / Then argparse prints usage and exits 2
-    with pytest.raises(SystemExit) as exit_info:
-        main([])
-    assert exit_info.value.code == 2
-    assert "usage: python -m localcloud.aslcheck" in capsys.readouterr().err
+def test_the_command_without_files_prints_one_line_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    # Given no files / When the command runs / Then one line on stderr says what is missing and where usage is; exit 2
+    code = main([])
+    assert code == 2
+    error = capsys.readouterr().err.strip()
+    assert "\n" not in error
+    assert "python -m localcloud.aslcheck: the following arguments are required: FILE" in error
+    assert "--help` for usage" in error
 
 
 def test_a_file_that_is_not_json_is_one_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,5 @@
-"""The offline cloud's front door, `python -m localcloud` (make local, make demo, make invoke), as a new user meets it:
+"""The offline cloud's front door, `python -m localcloud` (make local, make invoke) and the app's demo on it,
+`python -m tools.demo` (make demo), as a new user meets them:
 bad input is one line on stderr and a non-zero exit, never a traceback; `invoke --help` lists the functions; `invoke`
 prints only the function's response on stdout, and runs on the offline cloud already running (a `make local`) when
 there is one, saying which cloud it used."""
@@ -11,7 +12,7 @@ import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from samtranslator.yaml_helper import yaml_parse
 from localcloud.__main__ import main
 from localcloud.cloud import LocalCloud
 from tests.localcloud.conftest import FIXTURE_APP
+from tools import demo
 
 ROOT = Path(__file__).resolve().parents[2]
 # The CLI in a process of its own, under the same guard as the tests: fake credentials, no AWS endpoint resolves.
@@ -170,10 +172,16 @@ def test_a_usage_error_is_one_line_not_argparses_block(argv: list[str], capsys: 
     assert "--help" in assert_one_line(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("command", ["serve", "demo", "invoke"])
-def test_a_missing_template_is_one_line(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("command", "argv"),
+    [(main, ["serve"]), (demo.main, []), (main, ["invoke", "EchoFunction", "--fresh"])],
+    ids=["serve", "demo", "invoke"],
+)
+def test_a_missing_template_is_one_line(
+    command: Callable[[list[str]], int], argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     missing = tmp_path / "template.yaml"
-    code = main([command, *(["EchoFunction", "--fresh"] if command == "invoke" else []), "-t", str(missing)])
+    code = command([*argv, "-t", str(missing)])
     assert code != 0
     assert str(missing) in assert_one_line(capsys.readouterr().err)
 
@@ -197,9 +205,39 @@ def test_a_setting_that_is_not_a_number_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("LOCALCLOUD_SPEEDUP", "fast")
-    code = main(["demo", "-t", str(FIXTURE_APP)])
+    code = main(["serve", "-t", str(FIXTURE_APP)])
     assert code != 0
     assert "LOCALCLOUD_SPEEDUP" in assert_one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("command", "argv", "setting"),
+    [
+        (main, ["serve", "--speedup", "0"], None),
+        (main, ["serve", "--speedup", "-1"], None),
+        (main, ["serve"], "0"),
+        (demo.main, ["--speedup", "0"], None),
+    ],
+    ids=["zero", "negative", "LOCALCLOUD_SPEEDUP=0", "demo"],
+)
+def test_a_speedup_that_is_not_positive_is_a_usage_error(
+    command: Callable[[list[str]], int],
+    argv: list[str],
+    setting: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if setting is not None:
+        monkeypatch.setenv("LOCALCLOUD_SPEEDUP", setting)
+    code = command([*argv, "-t", str(FIXTURE_APP)])
+    assert code == 2
+    assert "speedup must be positive" in assert_one_line(capsys.readouterr().err)
+
+
+def test_a_seed_that_names_no_function_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["serve", "--seed", "tools.demo.no_such_seed", "-t", str(FIXTURE_APP)])
+    assert code == 2
+    assert "--seed tools.demo.no_such_seed" in assert_one_line(capsys.readouterr().err)
 
 
 def test_an_endpoint_with_no_cloud_is_one_line(closed_port: int, capsys: pytest.CaptureFixture[str]) -> None:

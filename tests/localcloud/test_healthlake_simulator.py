@@ -20,8 +20,8 @@ from botocore.config import Config
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
+from localcloud.account import Credential
 from localcloud.clock import Clock
-from localcloud.httpapi import Credential
 from localcloud.simulators import register
 from localcloud.simulators.healthlake import HealthLakeSimulator
 from tests.localcloud.simulated import ACCOUNT, REGION, client, collect, offline_account, wait_for

@@ -30,7 +30,8 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from localcloud.httpapi import Credential, HttpApiServer, Route
+from localcloud.account import Credential
+from localcloud.httpapi import HttpApiServer, Route
 
 FIXTURE = Path(__file__).parent / "fixtures" / "http-api-proxy.json"
 REGION = "us-east-1"
@@ -432,6 +433,28 @@ def test_function_error_is_500_internal_server_error(start_api: StartApi) -> Non
     # Then the client sees API Gateway's generic 500, not the error's details
     assert response.status_code == 500
     assert response.json() == {"message": "Internal Server Error"}
+
+
+class Throttled(Exception):
+    """What the dispatcher raises when Lambda throttles the function (the offline cloud's is runtime.lambdas')."""
+
+
+def test_a_throttled_function_is_500_and_one_log_line(start_api: StartApi, caplog: pytest.LogCaptureFixture) -> None:
+    # Given a function Lambda throttles (at its concurrency limit: in a new account, ten executions for all functions)
+    fake = FakeLambda(error=Throttled("Rate Exceeded."))
+    api = start_api([Route("GET", "/task/{id}", "Fn", iam_auth=False)], fake, throttled=(Throttled,))
+
+    # When a client calls it
+    response = requests.get(f"{api.url}/task/7", timeout=5)
+
+    # Then the client sees API Gateway's 500, as for any failed invocation
+    assert response.status_code == 500
+    assert response.json() == {"message": "Internal Server Error"}
+    # and the log says so in one line, without a traceback: an expected condition, not a failure of the emulator
+    logged = [record for record in caplog.records if record.name == "localcloud.httpapi"]
+    assert [(r.levelname, r.getMessage(), r.exc_info) for r in logged] == [
+        ("WARNING", "Fn throttled handling GET /task/{id}: Rate Exceeded.", None)
+    ]
 
 
 def test_malformed_function_response_is_500(start_api: StartApi) -> None:

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.account import Credential
 from localcloud.client import SignedClient
 from localcloud.clock import Clock
 from localcloud.cloud import DEFAULT_CREDENTIAL, CloudConfig, LocalCloud
-from localcloud.httpapi import Credential
 from localcloud.simulators.healthlake import HealthLakeSimulator
 
 ROOT = Path(__file__).resolve().parents[2]

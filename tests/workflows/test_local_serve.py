@@ -1,5 +1,6 @@
-"""What `make local` (python -m localcloud serve) gives a developer: the README's Async API example works as written
-(on the sample documents serve seeds), a failed job tells why, and the banner prints outputs a developer can use."""
+"""What `make local` (python -m localcloud serve --seed tools.demo.sample_documents) gives a developer: the README's
+Async API example works as written (on the sample documents it seeds), a failed job tells why, and the banner prints
+outputs a developer can use."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from localcloud.__main__ import _banner
+from localcloud.__main__ import banner
 from localcloud.client import SignedClient
 from localcloud.cloud import LocalCloud
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.test_api import follow
-from tools.demo import DOCUMENTS, SAMPLE_PREFIX, seed_documents
+from tools.demo import DOCUMENTS, SAMPLE_PREFIX, sample_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,9 +60,9 @@ def api(cloud: LocalCloud, example: dict[str, Any]) -> SignedClient:
 
 @pytest.fixture
 def served(cloud: LocalCloud) -> LocalCloud:
-    """The offline cloud as `serve` prepares it: the sample documents seeded, Translate and Macie simulated with
-    serve's job durations (2 and 3 simulated minutes)."""
-    seed_documents(cloud)
+    """The offline cloud as `make local` prepares it: the sample documents seeded (its --seed), Translate and Macie
+    simulated with serve's job durations (2 and 3 simulated minutes)."""
+    assert SAMPLE_PREFIX in sample_documents(cloud)
     region = cloud.config.region
     cloud.add_simulator(TranslateSimulator(region, delay_seconds=120, clock=cloud.clock))
     cloud.add_simulator(MacieSimulator(region, delay_seconds=180, clock=cloud.clock))
@@ -122,7 +123,7 @@ def test_the_stack_outputs_give_the_local_url_of_the_http_api(cloud: LocalCloud)
     assert cloud.http is not None
     # Then offline it is the URL the offline cloud serves the API on, and the banner prints that
     assert cloud.stack.outputs["TaskApiUrl"] == cloud.http.url
-    banner = _banner(cloud).splitlines()
-    assert f"    TaskApiUrl = {cloud.http.url}" in banner
+    lines = banner(cloud).splitlines()
+    assert f"    TaskApiUrl = {cloud.http.url}" in lines
     # and it says where the logs are
-    assert any(line.startswith("  logs ") and str(cloud.function_log) in line for line in banner)
+    assert any(line.startswith("  logs ") and str(cloud.function_log) in line for line in lines)
