@@ -28,6 +28,7 @@ from typing import Any
 from bench.bench import history, invocations, wait_ended
 from localcloud.client import route_logs
 from localcloud.cloud import CloudConfig, LocalCloud
+from localcloud.regions import DATA_AUTOMATION_GEOGRAPHIES
 from localcloud.simulators.bda import BdaSimulator
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +154,8 @@ def per_document(cloud: LocalCloud, machine: str, documents: int) -> dict[str, A
                     "document": key,
                     "outputPrefix": f"extract/{run}",
                     "projectArn": f"arn:aws:bedrock:{cloud.config.region}:aws:data-automation-project/public-default",
-                    "profileArn": f"arn:aws:bedrock:{cloud.config.region}:123456789012:data-automation-profile/p",
+                    "profileArn": f"arn:aws:bedrock:{cloud.config.region}:123456789012:data-automation-profile/"
+                    f"{DATA_AUTOMATION_GEOGRAPHIES[cloud.config.region]}.data-automation-v1",
                 }
             ),
         )["executionArn"]

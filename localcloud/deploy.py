@@ -31,7 +31,7 @@ from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.account import ACCOUNT_ID, Account, MacieAlreadyEnabledError
 from localcloud.moto_state import parsed_resource
-from localcloud.regions import missing_integrations, not_recognized
+from localcloud.regions import has_durable_functions, missing_integrations, not_recognized
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
 EMULATED = {
@@ -53,6 +53,8 @@ IGNORED = {
     "AWS::Lambda::Permission": "IAM is not enforced offline",
     "AWS::Scheduler::ScheduleGroup": "no scheduler groups offline",
 }
+
+INVALID_PARAMETER = "InvalidParameterValueException"  # what Lambda answers a function it cannot create as asked
 
 CUSTOM_RESOURCE_TIMEOUT_SECONDS = 60  # a custom resource's function answers in seconds here (AWS waits an hour)
 
@@ -268,10 +270,20 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
             continue  # not created, as CloudFormation skips a resource whose condition is false
         parsed = parsed_resource(resource_map, logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
-        properties = clean_json(resource.get("Properties", {}), resource_map)
+        properties = _no_value_removed(clean_json(resource.get("Properties", {}), resource_map))
         policy = resource.get("DeletionPolicy", "Delete")
         resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties, policy))
     return resources
+
+
+def _no_value_removed(value: Any) -> Any:
+    """A value as CloudFormation resolves it: moto's clean_json drops an AWS::NoValue member of an object but leaves a
+    null in a list (an `Fn::If: [Condition, statement, AWS::NoValue]` of a policy), where the element goes."""
+    if isinstance(value, dict):
+        return {key: _no_value_removed(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_no_value_removed(item) for item in value if item is not None]
+    return value
 
 
 def _custom_resources_answered(stack_id: str, region: str) -> str | None:
@@ -298,8 +310,9 @@ def _custom_resources_answered(stack_id: str, region: str) -> str | None:
 
 def _account_refusal(resources: list[Resource], account: Account, region: str) -> str | None:
     """The first resource the account or its Region refuses, with CloudFormation's reason; None if it refuses none.
-    The functions of other stacks (and of none) count with what they reserve already; a state machine whose Task
-    names an integration the Region lacks fails CreateStateMachine (localcloud.regions)."""
+    The functions of other stacks (and of none) count with what they reserve already; a function with DurableConfig
+    fails CreateFunction where Lambda has no durable functions, and a state machine whose Task names an integration
+    the Region lacks fails CreateStateMachine (localcloud.regions)."""
     functions = [r for r in resources if r.type == "AWS::Lambda::Function"]
     mine = {f.physical_id for f in functions}
     held = sum(reserved for name, reserved in account.reserved(region).items() if name not in mine)
@@ -310,11 +323,15 @@ def _account_refusal(resources: list[Resource], account: Account, region: str) -
     ]
     refused = account.reservation_refusal(reservations, held)
     if refused:
-        return f'{refused[0]}: Resource handler returned message: "{refused[1]}" (InvalidParameterValueException)'
+        return f'{refused[0]}: Resource handler returned message: "{refused[1]}" ({INVALID_PARAMETER})'
     for resource in resources:
         if resource.type == "AWS::Macie::Session" and account.macie_enabled(region):
             message = MacieAlreadyEnabledError.MESSAGE
             return f'{resource.logical_id}: Resource handler returned message: "{message}" (ConflictException)'
+        durable = resource.type == "AWS::Lambda::Function" and "DurableConfig" in resource.properties
+        if durable and not has_durable_functions(region):  # Lambda's words are not documented: ours (offline-cloud.md)
+            message = f"Lambda durable functions (DurableConfig) are not available in {region}."
+            return f'{resource.logical_id}: Resource handler returned message: "{message}" ({INVALID_PARAMETER})'
         if resource.type == "AWS::StepFunctions::StateMachine":
             for pointer, arn in missing_integrations(json.loads(_definition(resource)), region)[:1]:
                 diagnostic = f"{not_recognized(arn)} at {pointer}"

@@ -3,11 +3,11 @@
 A first `sam deploy` meets a real account: a small Lambda concurrency quota, Macie off (or on already, where the stack
 would enable it), Macie's fixed log group `/aws/macie/classificationjobs` there already or not, that group with the two
 subscription filters Logs allows, a Region without Bedrock Data Automation or an SDK integration a workflow uses, a
-stack name too long for a name derived from it. Each check reads the template, the stack's parameters (the template's
-defaults, samconfig.toml's `parameter_overrides` for the config env, then `--parameter-overrides`) and calls only
-read-only AWS APIs. A check that finds something prints one line: what it found, and the fix; a check that finds
-nothing prints nothing; a summary line ends the run. Exit 1 when a finding blocks the deploy or a feature's first run,
-else 0 (warnings allowed); 2, with one line on stderr, for bad input or an AWS error.
+stack name too long for a name derived from it, another stack of the template beside it. Each check reads the template,
+the stack's parameters (the template's defaults, samconfig.toml's `parameter_overrides` for the config env, then
+`--parameter-overrides`) and calls only read-only AWS APIs. A check that finds something prints one line: what it found,
+and the fix; a check that finds nothing prints nothing; a summary line ends the run. Exit 1 when a finding blocks the
+deploy or a feature's first run, else 0 (warnings allowed); 2, with one line on stderr, for bad input or an AWS error.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ NAME_PROPERTIES = {
     "AWS::Logs::LogGroup": "LogGroupName",
 }
 REF_IS_ARN = {"AWS::Serverless::StateMachine", "AWS::StepFunctions::StateMachine", "AWS::SNS::Topic"}
+HOLDS_NOTHING = ("DELETE_COMPLETE", "ROLLBACK_COMPLETE")  # a stack's statuses once it has no resources left
 
 
 class BadInputError(Exception):
@@ -475,6 +476,85 @@ def check_data_automation(target: Target, client: Client) -> list[Finding]:
     return []
 
 
+def check_durable_functions(target: Target, client: Client) -> list[Finding]:
+    """The documents workflow's durable engine (DocumentsDurableFunction) needs Lambda durable functions in the Region:
+    the template's RegionHasDurableFunctions names the Regions known to have them."""
+    conditions = target.template.get("Conditions", {})
+    if "RegionHasDurableFunctions" not in conditions or not target.condition("DocumentsEnabled"):
+        return []
+    setting = target.parameters.get("DurableFunctions", "auto")
+    if setting == "false" or target.condition("RegionHasDurableFunctions"):
+        return []
+    if setting == "auto":
+        return [
+            Finding(
+                "WARNING",
+                f"Lambda durable functions are not known to be in {target.region}: the documents-durable task type is "
+                "left out (DurableFunctions=auto); the documents type runs on Step Functions as usual",
+            )
+        ]
+    return [
+        Finding(
+            "WARNING",
+            f"DurableFunctions=true, but Lambda durable functions are not known to be in {target.region}: unless "
+            "Lambda lists the Region for them, DocumentsDurableFunction fails and the stack rolls back; fix: "
+            "DurableFunctions=auto, or add the Region to template.yaml's RegionHasDurableFunctions",
+        )
+    ]
+
+
+def check_other_stacks(target: Target, client: Client) -> list[Finding]:
+    """Other stacks of the template in the account and Region (`dev` beside `prod`): each acts on its own jobs only,
+    but two that export one HealthLake data store cannot tell their exports apart. A stack of the template is one
+    whose Description names the application as this template's does ("callback-kit - ...")."""
+    application = str(target.template.get("Description", "")).partition(" - ")[0].strip()
+    if not application:
+        return []
+    others = [
+        stack
+        for page in client("cloudformation").get_paginator("describe_stacks").paginate()
+        for stack in page["Stacks"]
+        if stack["StackName"] != target.stack_name
+        and stack["StackStatus"] not in HOLDS_NOTHING
+        and str(stack.get("Description", "")).startswith(f"{application} - ")
+    ]
+    if not others:
+        return []
+    findings = [
+        Finding(
+            "WARNING",
+            f"other {application} stacks in {target.region}: {', '.join(s['StackName'] for s in others)}: each stack "
+            "acts on its own jobs only (a Macie or Bedrock Data Automation completion reaches only its stack's rules, "
+            "by the job's name or the bucket it wrote to); another stack's Translate completion reaches this stack's "
+            "resume function too, costs one invocation and one DescribeTextTranslationJob, and is acknowledged "
+            "FOREIGN with nothing stored; nothing to fix",
+        )
+    ]
+    datastore = target.parameters.get("HealthLakeDatastoreId", "")
+    sharing = [
+        s["StackName"]
+        for s in others
+        if datastore
+        and any(
+            p["ParameterKey"] == "HealthLakeDatastoreId" and p.get("ParameterValue") == datastore
+            for p in s.get("Parameters", [])
+        )
+    ]
+    if sharing:
+        findings.append(
+            Finding(
+                "WARNING",
+                f"the HealthLake data store {datastore} is exported by {', '.join(sharing)} too: the stacks' export "
+                "completions are not told apart (an export's events carry the data store and the job id, no stack's "
+                "name), so each stack keeps the other's as early completions until TaskTimeoutSeconds + "
+                "TokenTtlMarginSeconds have passed, and their runs wait for each other (HealthLake runs one export at "
+                "a time per data store); fix: give each stack its own data store, or set HealthLakeDatastoreId in "
+                "one of them only",
+            )
+        )
+    return findings
+
+
 CHECKS = (
     check_lambda_concurrency,
     check_macie,
@@ -482,6 +562,8 @@ CHECKS = (
     check_state_machines,
     check_name_lengths,
     check_data_automation,
+    check_durable_functions,
+    check_other_stacks,
 )
 
 

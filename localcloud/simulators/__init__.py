@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import re
+import socket
 import threading
 import time
 import uuid
@@ -28,11 +29,13 @@ import boto3
 import botocore.handlers
 import botocore.session
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.exceptions import EndpointConnectionError
 from botocore.model import OperationModel, ServiceModel
 
 from localcloud.account import Account
 from localcloud.clock import Clock, Timer
 from localcloud.fixes.events import as_service
+from localcloud.regions import ENDPOINT_SERVICES, has_service
 
 LOG = logging.getLogger("localcloud.simulators")
 
@@ -278,9 +281,12 @@ def _wire(value: Any) -> Any:
 
 
 def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) -> AWSResponse | None:
-    """In-process clients: botocore hands the prepared request to the simulator before sending it."""
+    """In-process clients: botocore hands the prepared request to the simulator before sending it. A call signed for a
+    Region where its service has no endpoint fails as botocore fails to reach one (EndpointConnectionError)."""
     parts = [*event_name.split("."), "", ""]
-    service_id, operation_name = parts[1], parts[2]
+    service_id, operation_name = parts[1], parts[2]  # the service id hyphenized: ENDPOINT_SERVICES' SDK names
+    if service_id in ENDPOINT_SERVICES and not _has_endpoint(service_id, str(request.headers.get("Authorization"))):
+        raise EndpointConnectionError(endpoint_url=request.url)
     if service_id not in _active:
         return None
     simulator, model = _active[service_id]
@@ -292,11 +298,26 @@ def _before_send(request: AWSPreparedRequest, event_name: str = "", **_: Any) ->
     return AWSResponse(request.url, status, headers, _Raw(body))
 
 
+def _has_endpoint(service: str, authorization: str) -> bool:
+    """Whether the Region a call is signed for has an endpoint of `service` (localcloud.regions); on AWS, a Region
+    without one has no host name to resolve."""
+    scope = _CREDENTIAL_SCOPE.search(authorization)
+    return scope is None or has_service(service, scope[1])
+
+
 def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
     """HTTP clients (the functions' workers, the AWS CLI): a request signed for a simulated service is answered by its
-    simulator, every other request by `app` (moto's server). The service is the one in the SigV4 credential scope."""
+    simulator, every other request by `app` (moto's server). The service is the one in the SigV4 credential scope.
+    A request signed for a Region where its service (of ENDPOINT_SERVICES) has no endpoint is not answered: its
+    connection is closed, as close as a local endpoint comes to a host name that does not resolve (botocore raises
+    ConnectionClosedError, and retries it as it retries EndpointConnectionError)."""
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if _without_endpoint(environ):
+            connection = environ.get("werkzeug.socket")
+            if connection is not None:
+                connection.shutdown(socket.SHUT_RDWR)
+            raise ConnectionAbortedError("no endpoint of this service in the Region the request is signed for")
         found = _operation_of(environ)
         if found is None:
             return app(environ, start_response)
@@ -312,21 +333,45 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _operation_of(environ: dict[str, Any]) -> tuple[Answerer, OperationModel] | None:
-    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
-    if scope is None:
-        return None
     for simulator, model in list(_active.values()):
-        if model.signing_name != scope[2]:
-            continue
-        target = environ.get("HTTP_X_AMZ_TARGET")
-        if target:
-            operation = model.operation_model(target.rpartition(".")[2])
+        operation = _operation_in(model, environ)
+        if operation is not None:
             return (simulator, operation) if _answers(simulator, operation) else None
-        path, method = urlsplit(_raw_uri(environ)).path, environ.get("REQUEST_METHOD", "GET")
-        for name in model.operation_names:
-            operation = model.operation_model(name)
-            if operation.http.get("method") == method and _uri_pattern(operation).fullmatch(path):
-                return (simulator, operation) if _answers(simulator, operation) else None
+    return None
+
+
+def _without_endpoint(environ: dict[str, Any]) -> bool:
+    """Whether a request calls a service of ENDPOINT_SERVICES in a Region that has no endpoint of it."""
+    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return scope is not None and any(
+        _model(service).signing_name == scope[2]
+        and not has_service(service, scope[1])
+        and _operation_in(_model(service), environ) is not None
+        for service in ENDPOINT_SERVICES
+    )
+
+
+@functools.cache
+def _model(service: str) -> ServiceModel:
+    return botocore.session.get_session().get_service_model(service)
+
+
+def _operation_in(model: ServiceModel, environ: dict[str, Any]) -> OperationModel | None:
+    """The operation of `model` a request calls: its SigV4 signing name is the model's, and its X-Amz-Target, or its
+    method and path, name the operation; None for a request of another service."""
+    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if scope is None or model.signing_name != scope[2]:
+        return None
+    target = environ.get("HTTP_X_AMZ_TARGET")
+    if target:
+        prefix, _, name = target.rpartition(".")
+        known = prefix == model.metadata.get("targetPrefix") and name in model.operation_names
+        return model.operation_model(name) if known else None
+    path, method = urlsplit(_raw_uri(environ)).path, environ.get("REQUEST_METHOD", "GET")
+    for name in model.operation_names:
+        operation = model.operation_model(name)
+        if operation.http.get("method") == method and _uri_pattern(operation).fullmatch(path):
+            return operation
     return None
 
 

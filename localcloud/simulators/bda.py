@@ -36,9 +36,13 @@ Knobs (constructor arguments):
 Per job, an input object whose name (after the last `/`) starts with `fail-` ends ClientError and one starting with
 `error-` ends ServiceError, whatever `outcome` says. An input object that does not exist ends ClientError.
 
+A profile of another geography than the Region's (`us.data-automation-v1` called in eu-west-1) is refused with
+`ValidationException`, as BDA refuses a profile it does not offer in the Region (localcloud.regions).
+
 Approximations: the output documents carry a subset of BDA's standard output; messages are modelled on AWS's
 documentation, not copied from live responses; the project and profile ARNs are checked against botocore's patterns
-only; blueprints, encryption and tags are accepted and ignored.
+and the profile's geography only (its ARN's Region and account are not); blueprints, encryption and tags are
+accepted and ignored.
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ from botocore.exceptions import ClientError
 
 from localcloud.account import ACCOUNT_ID
 from localcloud.clock import Clock
-from localcloud.simulators import ServiceError, Simulator, split_s3_uri
+from localcloud.regions import DATA_AUTOMATION_GEOGRAPHIES
+from localcloud.simulators import ServiceError, Simulator, signed_region, split_s3_uri
 from localcloud.simulators.shapes import data_automation_status
 
 EVENT_SOURCE = "aws.bedrock"
@@ -158,6 +163,7 @@ class BdaSimulator(Simulator):
 
     def InvokeDataAutomationAsync(self, params: dict[str, Any]) -> dict[str, Any]:
         self._validate(params)
+        self._check_geography(params["dataAutomationProfileArn"])
         token = str(params.get("clientToken") or uuid.uuid4())  # botocore fills it in; raw callers may not
         input_uri = params["inputConfiguration"]["s3Uri"]
         name = input_uri.rpartition("/")[2]
@@ -292,6 +298,19 @@ class BdaSimulator(Simulator):
                     f"1 validation error detected: Value '{value}' at '{member}' failed to satisfy constraint: "
                     f"Member must satisfy regular expression pattern: {PATTERNS[member]}",
                 )
+
+    def _check_geography(self, profile_arn: str) -> None:
+        """A job runs on the profile of its Region's geography (localcloud.regions): another's is refused, as BDA
+        refuses a profile it does not offer there (ValidationException; BDA's words are not documented, these are
+        ours)."""
+        region = signed_region() or self.region
+        geography = DATA_AUTOMATION_GEOGRAPHIES.get(region)
+        if geography is not None and profile_arn.rpartition("/")[2].partition(".")[0] != geography:
+            raise ServiceError(
+                "ValidationException",
+                f"The data automation profile {profile_arn} is not of {region}'s geography: use its "
+                f"{geography}.data-automation-v1 profile.",
+            )
 
 
 class ServiceQuotaExceeded(ServiceError):

@@ -1,9 +1,11 @@
 """The offline cloud is an account with AWS's rules (localcloud.account): a new one by default, where a first
 `sam deploy` meets a small Lambda concurrency quota and Macie off. Each rule here refuses what AWS refuses, in AWS's
-words, and rolls the stack back; without the rule the same deploy succeeds offline and fails on AWS."""
+words, and rolls the stack back; without the rule the same deploy succeeds offline and fails on AWS. A stack's delete
+leaves what AWS's leaves: a retained resource, its fixed name taken; and Macie off where the stack had turned it on."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +145,47 @@ def test_a_subscription_needs_its_log_group_and_a_group_takes_two(cloud: LocalCl
     # Then a third stack's subscription fails: Logs allows two per group
     with pytest.raises(StackRolledBackError, match=r"Subscription: .*LimitExceededException"):
         deploy_fixture(cloud.account, SubscribedLogGroup="/jobs/shared")
+
+
+def test_a_deleted_stack_keeps_what_it_retains_and_its_fixed_name_fails_the_stack_created_again(
+    cloud: LocalCloud,
+) -> None:
+    # Given a stack with a log group of a fixed name and DeletionPolicy Retain
+    name, group = f"account-{uuid.uuid4().hex[:8]}", f"/jobs/retained-{uuid.uuid4().hex[:8]}"
+    stack = deploy(TEMPLATE, name, {"RetainedLogGroup": group}, REGION, f"{name}-artifacts", cloud.account)
+    logs = cloud.client("logs")
+    try:
+        # When the stack is deleted
+        delete(stack, REGION)
+        # Then the log group stays behind
+        groups = logs.describe_log_groups(logGroupNamePrefix=group)["logGroups"]
+        assert [g["logGroupName"] for g in groups] == [group]
+        # And the stack created again fails on it, as CloudFormation says it
+        with pytest.raises(StackRolledBackError) as raised:
+            deploy(TEMPLATE, name, {"RetainedLogGroup": group}, REGION, f"{name}-artifacts", cloud.account)
+        assert str(raised.value).endswith(
+            f"KeptLogGroup: Resource of type 'AWS::Logs::LogGroup' with identifier '{group}' already exists."
+        )
+    finally:
+        with contextlib.suppress(logs.exceptions.ResourceNotFoundException):  # gone with the stack, without Retain
+            logs.delete_log_group(logGroupName=group)
+
+
+def test_deleting_the_stack_that_enabled_macie_turns_macie_off() -> None:
+    # Given a new account (Macie off) whose stack turned Macie on (EnableMacie: AWS::Macie::Session): a cloud of its
+    # own, as deleting a stack is the cloud's (after the tests that use the module cloud's Lambda and Macie answers: a
+    # cloud started inside another replaces them)
+    config = CloudConfig(
+        template=TEMPLATE, stack_name="account-macie", aws_port=0, http_port=0, parameters={"EnableMacie": "true"}
+    )
+    with LocalCloud(config) as own:
+        macie = own.client("macie2")
+        assert macie.get_macie_session()["status"] == "ENABLED"
+        # When the stack is deleted
+        own.delete_stack(own.stack)
+        # Then Macie is off again, as CloudFormation deleting the session disables Macie
+        with pytest.raises(macie.exceptions.AccessDeniedException, match="Macie is not enabled"):
+            macie.get_macie_session()
 
 
 def test_an_unknown_account_profile_is_refused_with_the_profiles_there_are() -> None:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError
 
@@ -218,3 +219,25 @@ def test_per_document_durations_and_validation(simulate: Any) -> None:
     with pytest.raises(ClientError) as unknown:
         status(bda, f"arn:aws:bedrock:{REGION}:{ACCOUNT}:data-automation-invocation/nope")
     assert unknown.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_a_profile_of_another_geography_is_refused(aws: None) -> None:
+    # Given Bedrock Data Automation in eu-west-1, called there
+    simulator = BdaSimulator("eu-west-1")
+    register(simulator)
+    bda, document = boto3.client("bedrock-data-automation-runtime", region_name="eu-west-1"), put_document("x.pdf")
+    eu_profile = f"arn:aws:bedrock:eu-west-1:{ACCOUNT}:data-automation-profile/eu.data-automation-v1"
+
+    # When a job is asked for on the US profile (a US Region's default), then on the EU one
+    with pytest.raises(ClientError) as refused:
+        invoke(bda, document, dataAutomationProfileArn=PROFILE)
+    accepted = invoke(bda, document, dataAutomationProfileArn=eu_profile)
+
+    # Then the US profile is refused as BDA refuses a profile it does not offer in the Region
+    assert refused.value.response["Error"] == {
+        "Code": "ValidationException",
+        "Message": f"The data automation profile {PROFILE} is not of eu-west-1's geography: use its "
+        "eu.data-automation-v1 profile.",
+    }
+    # And the EU profile's job is the only one started
+    assert [job.arn for job in simulator.jobs.values()] == [accepted]

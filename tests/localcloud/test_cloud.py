@@ -26,7 +26,9 @@ import pytest
 import requests
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
+from botocore.config import Config
 from botocore.credentials import Credentials
+from botocore.exceptions import EndpointConnectionError
 from moto.dynamodb.models.table import Table
 
 from localcloud import simulators
@@ -710,6 +712,38 @@ def test_the_endpoint_keeps_a_connection_open_from_request_to_request(cloud: Loc
     assert last == first
     assert connection.sock is socket_ is not None
     connection.close()
+
+
+def test_a_service_has_no_endpoint_in_a_region_without_it(cloud: LocalCloud) -> None:
+    # Given Amazon Translate, simulated by the cloud, which sa-east-1 lacks (botocore's endpoint data)
+    translate = TranslateSimulator(cloud.config.region)
+    cloud.add_simulator(translate)
+    once = Config(retries={"total_max_attempts": 1})  # botocore retries a connection error; once shows it
+
+    def over_http(region: str) -> requests.Response:
+        """ListTextTranslationJobs signed for `region`, sent to the cloud's endpoint as a worker's SDK sends it."""
+        headers = {
+            "X-Amz-Target": "AWSShineFrontendService_20170701.ListTextTranslationJobs",
+            "Content-Type": "application/x-amz-json-1.1",
+        }
+        request = AWSRequest(method="POST", url=cloud.aws_endpoint, data=b"{}", headers=headers)
+        SigV4Auth(Credentials("testing", "testing"), "translate", region).add_auth(request)
+        return requests.post(cloud.aws_endpoint, data=b"{}", headers=dict(request.headers), timeout=10)
+
+    # When a client signed for sa-east-1 calls it, at the cloud's endpoint and in-process
+    # Then neither call is answered, as on AWS, where translate.sa-east-1.amazonaws.com does not resolve: at the
+    # endpoint the connection is closed unanswered, in-process the endpoint cannot be reached
+    with pytest.raises(requests.ConnectionError):
+        over_http("sa-east-1")
+    in_process = boto3.client("translate", region_name="sa-east-1", config=once)
+    with pytest.raises(EndpointConnectionError, match=r"https://translate\.sa-east-1\.amazonaws\.com/"):
+        in_process.list_text_translation_jobs()
+    # And signed for the cloud's Region both are answered, as is a service of every Region signed for sa-east-1
+    assert over_http(REGION).json() == {"TextTranslationJobPropertiesList": []}
+    assert cloud.client("translate").list_text_translation_jobs()["TextTranslationJobPropertiesList"] == []
+    sqs = boto3.client("sqs", region_name="sa-east-1", endpoint_url=cloud.aws_endpoint)
+    assert "QueueUrls" not in sqs.list_queues()
+    simulators.unregister(translate)
 
 
 def _aws_cli() -> str | None:

@@ -1,6 +1,7 @@
 """template.yaml deploys offline with its default parameters, as `sam deploy` would: HealthLakeDatastoreId empty
-leaves the export workflow's conditional resources (functions, their rules and permissions) out of the stack. (The
-workflow tests deploy it with a data store, i.e. with the export.)"""
+leaves the export workflow's conditional resources (functions, their rules and permissions) out of the stack, and a
+Region without a feature's service leaves the feature out. (The workflow tests deploy it with a data store, i.e. with
+the export.)"""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from localcloud.account import ACCOUNT_ID
 from localcloud.client import SignedClient
 from localcloud.cloud import CloudConfig, LocalCloud
 from localcloud.deploy import StackRolledBackError
@@ -18,7 +20,8 @@ TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 
 
 def test_the_default_template_deploys_without_the_export_workflow() -> None:
-    # Given the project's template with every parameter at its default (no HealthLake data store)
+    # Given the project's template with every parameter at its default (no HealthLake data store), in us-east-1, the
+    # offline cloud's Region, which has Lambda durable functions (localcloud/regions.py)
     config = CloudConfig(template=TEMPLATE, stack_name="defaults", aws_port=0, http_port=0)
     # When it is deployed offline
     with LocalCloud(config) as cloud:
@@ -30,6 +33,11 @@ def test_the_default_template_deploys_without_the_export_workflow() -> None:
         assert not {"TakeExportLockFunction", "ReleaseExportLockFunction", "ExportJobFunction"} & functions
         assert not any(rule.startswith("ReleaseExportLockFunction") for rule in rules)
         assert "DocumentsWorkflowArn" in outputs and "ExportWorkflowArn" not in outputs
+        # And the documents workflow is there on both engines (DurableFunctions=auto), and the task API offers both
+        (durable,) = [r for r in cloud.stack.of_type("AWS::Lambda::Function") if "DurableConfig" in r.properties]
+        assert durable.logical_id == "DocumentsDurableFunction"
+        assert durable.physical_id in cloud.runtime.durable_configs
+        assert offered_types(cloud) == "bounded, documents, documents-durable, extract"
         # And a function's worker gets the log group and application log level of its LoggingConfig, as on Lambda
         (register,) = [
             f for f in cloud.stack.of_type("AWS::Lambda::Function") if f.logical_id == "RegisterTokenFunction"
@@ -152,3 +160,59 @@ def test_a_feature_asked_for_where_the_region_lacks_its_service_rolls_the_stack_
     # And the cloud that could not start left nothing behind: the stack deploys again, without documents
     with LocalCloud(replace(config, parameters={"Documents": "false"})) as cloud:
         assert cloud.stack.outputs["BoundedWorkflowArn"].startswith("arn:aws:states:sa-east-1:")
+
+
+def test_the_default_template_deploys_without_the_durable_function_where_the_region_lacks_durable_functions() -> None:
+    # Given the template with its defaults (DurableFunctions=auto), in eu-west-1, which has Translate, Macie and
+    # Bedrock Data Automation but no Lambda durable functions (localcloud/regions.py)
+    config = CloudConfig(template=TEMPLATE, stack_name="dublin", region="eu-west-1", aws_port=0, http_port=0)
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        functions = {r.logical_id for r in cloud.stack.of_type("AWS::Lambda::Function")}
+        machines = {r.logical_id for r in cloud.stack.of_type("AWS::StepFunctions::StateMachine")}
+        # Then the documents workflow is there as a state machine only: no durable function, its log group or its
+        # grants, and the task API offers no documents-durable type
+        assert "DocumentsWorkflow" in machines and "DocumentsDurableFunction" not in functions
+        assert "DocumentsDurableFunctionLogGroup" not in {r.logical_id for r in cloud.stack.resources}
+        assert "-documents-durable" not in str([r.properties for r in cloud.stack.of_type("AWS::IAM::Role")])
+        assert offered_types(cloud) == "bounded, documents, extract"
+
+
+def test_durable_functions_asked_for_where_the_region_lacks_them_roll_the_stack_back() -> None:
+    # Given the template with DurableFunctions=true, in eu-west-1, which has no Lambda durable functions (the other
+    # features but documents left out: the function is what is refused)
+    parameters = {"DurableFunctions": "true", "Extract": "false", "ConcurrencySamples": "false"}
+    config = CloudConfig(
+        template=TEMPLATE, stack_name="durable-here", region="eu-west-1", aws_port=0, http_port=0, parameters=parameters
+    )
+    # When it is deployed offline
+    # Then CreateFunction refuses the durable function's DurableConfig, and the stack rolls back
+    with pytest.raises(StackRolledBackError) as refused, LocalCloud(config):
+        pass
+    assert str(refused.value) == (
+        "stack durable-here ended ROLLBACK_COMPLETE: DocumentsDurableFunction: Resource handler returned message: "
+        '"Lambda durable functions (DurableConfig) are not available in eu-west-1." (InvalidParameterValueException)'
+    )
+
+
+def test_in_an_eu_region_extract_runs_its_jobs_on_the_eu_data_automation_profile() -> None:
+    # Given the template with extract alone, in eu-west-1, whose Bedrock Data Automation geography is the EU's
+    parameters = {"Documents": "false", "ConcurrencySamples": "false"}
+    config = CloudConfig(
+        template=TEMPLATE, stack_name="ireland", region="eu-west-1", aws_port=0, http_port=0, parameters=parameters
+    )
+    # When it is deployed offline
+    with LocalCloud(config) as cloud:
+        machines = {r.logical_id: r for r in cloud.stack.of_type("AWS::StepFunctions::StateMachine")}
+        roles = [r.properties for r in cloud.stack.of_type("AWS::IAM::Role")]
+    # Then the extract workflow passes the EU profile to its document executions, and their role may use it
+    profile = f"arn:aws:bedrock:eu-west-1:{ACCOUNT_ID}:data-automation-profile/eu.data-automation-v1"
+    assert machines["ExtractWorkflow"].properties["DefinitionSubstitutions"]["DataAutomationProfileArn"] == profile
+    granted = [
+        statement["Resource"]
+        for role in roles
+        for policy in role.get("Policies", [])
+        for statement in policy["PolicyDocument"]["Statement"]
+        if "bedrock:InvokeDataAutomationAsync" in statement["Action"]
+    ]
+    assert granted == [["arn:aws:bedrock:eu-west-1:aws:data-automation-project/public-default", profile]]

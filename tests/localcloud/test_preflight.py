@@ -23,14 +23,24 @@ from tools.preflight import main
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = Path(__file__).parent / "fixtures" / "account" / "template.yaml"  # what the account holds before the deploy
+DATASTORE = "0123456789abcdef0123456789abcdef"  # a HealthLake data store id (nothing reads the data store itself)
 
 
 @contextmanager
-def offline_account(profile: str) -> Iterator[LocalCloud]:
-    """An offline cloud of the account profile, holding only the fixture stack (one function, nothing reserved), and
-    every new boto3 client sent to its endpoint. (In-process, moto's stubber answers every call after any simulator,
-    and raises for an operation it lacks.)"""
-    config = CloudConfig(template=FIXTURE, stack_name=f"preflight-{profile}", aws_port=0, http_port=0, account=profile)
+def offline_account(
+    profile: str, template: Path = FIXTURE, stack_name: str = "", **parameters: str
+) -> Iterator[LocalCloud]:
+    """An offline cloud of the account profile, holding one stack: the fixture's (one function, nothing reserved) unless
+    another template is given, and every new boto3 client sent to its endpoint. (In-process, moto's stubber answers
+    every call after any simulator, and raises for an operation it lacks.)"""
+    config = CloudConfig(
+        template=template,
+        stack_name=stack_name or f"preflight-{profile}",
+        aws_port=0,
+        http_port=0,
+        account=profile,
+        parameters=parameters,
+    )
     with LocalCloud(config) as cloud, mock.patch.dict(os.environ, {"AWS_ENDPOINT_URL": cloud.aws_endpoint}):
         yield cloud
 
@@ -65,7 +75,7 @@ def test_a_new_account_with_the_defaults_needs_macie_and_warns_of_its_quota() ->
         "with EnableMacie=true (Macie bills while on) or run aws macie2 enable-macie"
     )
     assert out[2:] == [
-        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 1, warnings 1",
+        "preflight callback-kit-dev in 123456789012/us-east-1: 8 checks; blocking 1, warnings 1",
     ]
     assert code == 1
 
@@ -104,16 +114,54 @@ def test_an_established_account_refuses_a_second_macie_session() -> None:
 
 
 def test_an_established_account_finds_nothing_with_the_default_parameters() -> None:
-    # Given an established account: Macie on, its job log group there (the stack subscribes to it as it is)
+    # Given an established account: Macie on, its job log group there (the stack subscribes to it as it is), no other
+    # stack of the template (the fixture's is none)
     with offline_account("established"):
         # When preflight checks a deploy with the default parameters (EnableMacie=false)
         code, out, err = preflight()
-    # Then no check finds anything (the definitions could not be validated offline), and the run exits 0
+    # Then no check finds anything (every state machine's definition validates in us-east-1), and the run exits 0
     assert err == []
     assert out == [
-        "preflight callback-kit-dev in 123456789012/us-east-1: 6 checks; blocking 0, warnings 0",
+        "preflight callback-kit-dev in 123456789012/us-east-1: 8 checks; blocking 0, warnings 0",
     ]
     assert code == 0
+
+
+def test_another_stack_of_the_template_is_named_and_one_exporting_the_same_data_store_is_warned_of() -> None:
+    # Given an established account holding prod, a stack of the template that exports a HealthLake data store
+    with offline_account("established", ROOT / "template.yaml", "callback-kit-prod", HealthLakeDatastoreId=DATASTORE):
+        # When preflight checks dev beside it: with the default parameters (no export), with the same data store, and
+        # prod itself (an update of it)
+        code, out, err = preflight()
+        exporting_code, exporting, _ = preflight("--parameter-overrides", f"HealthLakeDatastoreId={DATASTORE}")
+        _, itself, _ = preflight(
+            "--stack-name", "callback-kit-prod", "--parameter-overrides", f"HealthLakeDatastoreId={DATASTORE}"
+        )
+    # Then dev is warned of prod and of what each does with the other's jobs, and nothing blocks
+    other_stacks = (
+        "WARNING: other callback-kit stacks in us-east-1: callback-kit-prod: each stack acts on its own jobs only (a "
+        "Macie or Bedrock Data Automation completion reaches only its stack's rules, by the job's name or the bucket "
+        "it wrote to); another stack's Translate completion reaches this stack's resume function too, costs one "
+        "invocation and one DescribeTextTranslationJob, and is acknowledged FOREIGN with nothing stored; nothing to fix"
+    )
+    assert err == []
+    assert out == [
+        other_stacks,
+        "preflight callback-kit-dev in 123456789012/us-east-1: 8 checks; blocking 0, warnings 1",
+    ]
+    assert code == 0
+    # And exporting prod's data store too, dev is warned that the two stacks' export completions are not told apart
+    assert exporting[:-1] == [
+        other_stacks,
+        f"WARNING: the HealthLake data store {DATASTORE} is exported by callback-kit-prod too: the stacks' export "
+        "completions are not told apart (an export's events carry the data store and the job id, no stack's name), so "
+        "each stack keeps the other's as early completions until TaskTimeoutSeconds + TokenTtlMarginSeconds have "
+        "passed, and their runs wait for each other (HealthLake runs one export at a time per data store); fix: give "
+        "each stack its own data store, or set HealthLakeDatastoreId in one of them only",
+    ]
+    assert exporting_code == 0
+    # And a stack is no other stack of its own
+    assert itself == ["preflight callback-kit-prod in 123456789012/us-east-1: 8 checks; blocking 0, warnings 0"]
 
 
 def test_a_log_group_with_two_subscription_filters_takes_no_third() -> None:
@@ -245,3 +293,18 @@ def test_a_reservation_a_new_account_cannot_give_blocks_the_deploy(tmp_path: Pat
     )
     assert "below its minimum value of [10]." in finding
     assert exited.value.code == 1
+
+
+def test_a_region_without_durable_functions_leaves_the_durable_engine_out() -> None:
+    # Given an established account checked in eu-west-1, which has Translate and Macie (the documents feature) but is
+    # not among the template's Regions with Lambda durable functions
+    with offline_account("established"):
+        # When preflight checks a deploy there with the default parameters, and with DurableFunctions=true
+        auto_code, auto_out, _ = preflight(region="eu-west-1")
+        true_code, true_out, _ = preflight("--parameter-overrides", "DurableFunctions=true", region="eu-west-1")
+    # Then it says the durable engine is left out, and what forcing it risks; neither blocks
+    assert any(
+        line.startswith("WARNING: Lambda durable functions are not known to be in eu-west-1") for line in auto_out
+    )
+    assert any(line.startswith("WARNING: DurableFunctions=true, but Lambda durable") for line in true_out)
+    assert (auto_code, true_code) == (0, 0)

@@ -7,21 +7,22 @@ from typing import Any
 
 import pytest
 
-from localcloud.regions import service_regions
+from localcloud.regions import DATA_AUTOMATION_GEOGRAPHIES, DURABLE_FUNCTIONS_REGIONS, service_regions
 from tests.unit.support import REPO, template
 
 CALLBACK_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
 
 
 def statements() -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every inline policy statement of every function and state machine, with its resource's logical id."""
+    """Every inline policy statement of every function and state machine, with its resource's logical id (a
+    statement under a condition, `Fn::If: [Condition, statement, AWS::NoValue]`, as if its condition held)."""
     for logical_id, resource in template()["Resources"].items():
         if resource["Type"] not in {"AWS::Serverless::Function", "AWS::Serverless::StateMachine"}:
             continue
         for policy in resource["Properties"].get("Policies", []):
             if isinstance(policy, dict) and "Statement" in policy:
                 for statement in policy["Statement"]:
-                    yield logical_id, statement
+                    yield logical_id, statement["Fn::If"][1] if "Fn::If" in statement else statement
 
 
 def as_list(value: Any) -> list[Any]:
@@ -288,10 +289,12 @@ def test_scheduled_functions_that_must_not_overlap_hold_a_lease() -> None:
 
 def test_extract_is_deployed_by_default_exactly_where_the_region_has_bedrock_data_automation() -> None:
     # Given the Regions the BDA profile mapping knows and the Regions the Extract condition deploys to by default
-    mapped = set(template()["Mappings"]["DataAutomationRegions"])
+    mapping = template()["Mappings"]["DataAutomationRegions"]
     conditioned = {equals[1] for equals in _equals_of(template()["Conditions"]["RegionHasDataAutomation"])}
     # Then they are the same Regions: "auto" leaves extract out where its profile lookup would fail the deploy
-    assert conditioned == mapped
+    assert conditioned == set(mapping)
+    # And each Region's profile is of its geography, as BDA (and the offline one) takes only that
+    assert {region: p["Profile"].split(".")[0] for region, p in mapping.items()} == DATA_AUTOMATION_GEOGRAPHIES
     extract = resources("AWS::Serverless::StateMachine")
     assert (
         extract["ExtractWorkflow"]["Condition"] == extract["ExtractDocumentWorkflow"]["Condition"] == "ExtractEnabled"
@@ -308,10 +311,32 @@ def test_documents_is_deployed_by_default_exactly_where_the_region_has_translate
     assert resources("AWS::Serverless::StateMachine")["DocumentsWorkflow"]["Condition"] == "DocumentsEnabled"
 
 
-def _equals_of(condition: dict[str, Any]) -> list[list[Any]]:
-    """The Fn::Equals of a condition that is an Fn::Or of them, or of such Fn::Or (at most 10 conditions each)."""
-    return [
-        equals
-        for term in condition["Fn::Or"]
-        for equals in (_equals_of(term) if "Fn::Or" in term else [term["Fn::Equals"]])
+def test_the_durable_function_is_deployed_by_default_exactly_where_the_region_has_lambda_durable_functions() -> None:
+    # Given the Regions the offline cloud gives Lambda durable functions, and those DurableFunctions=auto deploys to
+    conditioned = {equals[1] for equals in _equals_of(template()["Conditions"]["RegionHasDurableFunctions"])}
+    # Then they are the same: "auto" leaves the function out where CreateFunction would refuse its DurableConfig
+    assert conditioned == DURABLE_FUNCTIONS_REGIONS
+    # And the function, its log group and alarms are there only with it, and so is the API's documents-durable type
+    declared = template()["Resources"]
+    for logical_id in ("", "LogGroup", "ErrorsAlarm", "FailedAlarm"):
+        assert declared[f"DocumentsDurableFunction{logical_id}"]["Condition"] == "DurableFunctionsEnabled"
+    task_api = declared["TaskApiFunction"]["Properties"]["Environment"]["Variables"]["TASK_DURABLE_FUNCTIONS"]
+    assert task_api["Fn::Sub"][1]["DocumentsDurable"]["Fn::If"][0] == "DurableFunctionsEnabled"
+    # And so is every other function's grant on it
+    grants = [
+        statement
+        for logical_id, resource in declared.items()
+        if logical_id != "DocumentsDurableFunction"
+        for policy in resource.get("Properties", {}).get("Policies", [])
+        if isinstance(policy, dict) and "Statement" in policy
+        for statement in policy["Statement"]
+        if "-documents-durable:" in str(statement)
     ]
+    assert len(grants) == 4 and all(s["Fn::If"][0] == "DurableFunctionsEnabled" for s in grants)
+
+
+def _equals_of(condition: dict[str, Any]) -> list[list[Any]]:
+    """The Fn::Equals of a condition that is one, an Fn::Or of them, or of such Fn::Or (at most 10 conditions each)."""
+    if "Fn::Equals" in condition:
+        return [condition["Fn::Equals"]]
+    return [equals for term in condition["Fn::Or"] for equals in _equals_of(term)]

@@ -1,6 +1,6 @@
 """Two stacks of the template in one account, as samconfig.toml's `dev` and `prod` make them: each deploys with the
-parameters the account calls for, runs its own documents flow, acts on its own Macie jobs only; and a stack is
-deleted and created again as CloudFormation does it."""
+parameters the account calls for, runs its own documents and extract flows, acts on its own Translate, Macie and
+Bedrock Data Automation jobs only; and a stack is deleted and created again as CloudFormation does it."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from localcloud.client import wait_for_execution
 from localcloud.cloud import LocalCloud
 from localcloud.deploy import Stack, StackDeleteFailedError, StackRolledBackError
+from localcloud.simulators.bda import BdaSimulator
 from localcloud.simulators.macie import MacieSimulator
 from localcloud.simulators.translate import TranslateSimulator
 from tests.workflows.conftest import PARAMETERS
@@ -35,6 +36,16 @@ def start_documents(cloud: LocalCloud, stack: Stack) -> str:
     return str(execution["executionArn"])
 
 
+def start_extract(cloud: LocalCloud, stack: Stack) -> str:
+    """An extract execution of `stack` over one document of its own bucket (one Bedrock Data Automation job)."""
+    key, bucket = f"{uuid.uuid4().hex}/invoice.pdf", stack.outputs["DocumentBucketName"]
+    cloud.client("s3").put_object(Bucket=bucket, Key=key, Body=b"Invoice 7: 3 widgets")
+    execution = cloud.client("stepfunctions").start_execution(
+        stateMachineArn=stack.outputs["ExtractWorkflowArn"], input=json.dumps({"documents": [key]})
+    )
+    return str(execution["executionArn"])
+
+
 def job_keys(cloud: LocalCloud, stack: Stack) -> set[str]:
     """The job keys the stack's token table holds (tokens, or completions kept for a token to come)."""
     items = cloud.client("dynamodb").scan(TableName=stack.outputs["TokenTableName"], ConsistentRead=True)["Items"]
@@ -48,7 +59,7 @@ def empty(cloud: LocalCloud, bucket: str) -> None:
             s3.delete_object(Bucket=bucket, Key=item["Key"])
 
 
-def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud: LocalCloud) -> None:
+def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_jobs(cloud: LocalCloud) -> None:
     # Given prod deployed beside the session's stack (dev): with EnableMacie=true it is refused, as Macie is on
     with pytest.raises(StackRolledBackError, match=r"MacieSession: .*already enabled.*\(ConflictException\)"):
         cloud.deploy_stack(PROD, {**PROD_PARAMETERS, "EnableMacie": "true"})
@@ -58,21 +69,31 @@ def test_dev_and_prod_share_an_account_and_each_acts_on_its_own_macie_jobs(cloud
         cloud.add_simulator(TranslateSimulator(region, delay_seconds=60, clock=cloud.clock))
         macie = MacieSimulator(region, delay_seconds=60, clock=cloud.clock)
         cloud.add_simulator(macie)
+        bda = BdaSimulator(region, delay_seconds=60, clock=cloud.clock)
+        cloud.add_simulator(bda)
 
-        # When each stack runs a documents flow at once
+        # When each stack runs a documents flow and an extract flow (one document) at once
         dev_run, prod_run = start_documents(cloud, cloud.stack), start_documents(cloud, prod)
+        extract_runs = start_extract(cloud, cloud.stack), start_extract(cloud, prod)
         described = [wait_for_execution(cloud, arn, timeout=40, show=False) for arn in (dev_run, prod_run)]
+        extracted = [wait_for_execution(cloud, arn, timeout=40, show=False) for arn in extract_runs]
 
-        # Then both succeed, each job named after its stack
-        assert [d["status"] for d in described] == ["SUCCEEDED", "SUCCEEDED"], described
+        # Then all four succeed, each Macie job named after its stack, each BDA job writing to its stack's bucket
+        assert [d["status"] for d in described + extracted] == ["SUCCEEDED"] * 4, described + extracted
         names = {job.request["name"].partition(".")[0] for job in macie.jobs.values()}
         assert {cloud.stack.name, PROD} <= names
-        # And neither stack keeps anything of the other's jobs: a Macie completion never reaches the other stack (its
-        # relay and rule take its own jobs only), a Translate one does and is acknowledged as another stack's
+        documents = [json.loads(e["output"])["documents"] for e in extracted]
+        for stack, (document,) in zip((cloud.stack, prod), documents, strict=True):
+            assert document["output"].startswith(f"s3://{stack.outputs['DocumentBucketName']}/"), document
+        # And neither stack keeps anything of the other's jobs: a Macie or BDA completion never reaches the other stack
+        # (its relay and rules take its own jobs only: by name, by the bucket written to), a Translate one does and is
+        # acknowledged as another stack's
         dev_jobs, prod_jobs = (
-            {f"{key}#{json.loads(d['output'])[field]['jobId']}" for key, field in KINDS} for d in described
+            {f"{key}#{json.loads(d['output'])[field]['jobId']}" for key, field in KINDS} | {f"bda#{document['jobId']}"}
+            for d, (document,) in zip(described, documents, strict=True)
         )
-        macie.settle()  # every log line is written, then every relay and resume it caused has run:
+        macie.settle()  # every log line is written and every BDA event put, then every relay and resume they caused ran
+        bda.settle()
         assert cloud.runtime.drain(timeout=60), "the invocations those caused never all ended"
         assert not prod_jobs & job_keys(cloud, cloud.stack)
         assert not dev_jobs & job_keys(cloud, prod)
