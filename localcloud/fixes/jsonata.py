@@ -5,12 +5,15 @@ it set to None), so every JSONata state failed with `'NoneType' object is not ca
 variable in a JSONPath state (`"x.$": "$name"`), which moto evaluates as JSONata too. Here both are evaluated in
 Python:
 
-- JSONata by jsonata-python (a port of jsonata-js, by way of the jsonata-java that moto's bridge was written for).
-  Measured against JSONata 2.0.6, the version Step Functions implements: 96.4 % of its own test suite exactly, 99.4 %
-  counting any error where one is expected (which is all Step Functions sees: every error is
-  States.QueryEvaluationError). Each expression text is compiled once, and `$states` and the variables are bound as
-  values, where moto wrote them into the expression's text as JSON and compiled that for every evaluation: 20-50
-  microseconds a field with a 1,000-item input, where moto's way took 105-125 ms.
+- JSONata by jsonata2py (a port of jsonata-jvm-compiler: each expression translated to Python source once, compiled,
+  then run; pure Python but for its `regex` wheel), chosen by measurement. bench/jsonata_conformance.py measures the
+  candidates on PyPI side by side against JSONata 2.0.6, the version Step Functions implements (its test suite's 1,625
+  cases; strict / counting any error where one is expected, which is all Step Functions sees since every error is
+  States.QueryEvaluationError; µs an evaluation and a compile, the median over the cases all three pass): jsonata2py
+  0.1.3 100 % / 100 %, 3.1 µs, 130 µs; jsonata-python 0.7.1 (the choice before it) 96.4 % / 99.4 %, 35 µs, 52 µs;
+  jsonatapy 2.2.13 (a Rust extension, measured for reference) 99.4 % / 99.8 %, 1.1 µs, 2 µs. Each expression text is
+  compiled once, and `$states` and the variables are bound as values: 4-8 µs a field reading a 1,000-item input,
+  where moto wrote them into the expression's text as JSON and compiled that for every evaluation (105-125 ms).
 - A JSONPath state's `$name.path` as AWS reads it: the variable, then the rest as a JSONPath on its value.
 
 What AWS answers is kept (recorded by LocalStack's snapshot tests against AWS; the functions as the Step Functions
@@ -20,7 +23,9 @@ developer guide, "Transforming data with JSONata", documents them):
   specified for the field '<location>' returned nothing (undefined)." or "... threw an error during evaluation.
   <code>: <message>";
 - Step Functions' own functions: $partition, $range, $hash, $random (with an optional seed), $uuid, $parse; $eval is not
-  there (AWS: use $parse), so calling it fails as a call of any name that is not a function does (T1006).
+  there (AWS: use $parse), so calling it fails as a call of what is not a function does (T1006);
+- a variable named as one of JSONata's functions (`$count`, `$type`) is that variable, as jsonata-js's bindings shadow
+  its functions.
 """
 
 from __future__ import annotations
@@ -36,9 +41,12 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from jsonata import Jsonata, Utils
-from jsonata.functions import Functions
-from jsonata.parser import Parser
+import jsonata2py
+from jsonata2py.errors import ParseError, TranslatorError
+from jsonata2py.optimizer.optimizer import optimize
+from jsonata2py.parser.ast_nodes import AstNode, Block, VariableBinding, VariableRef
+from jsonata2py.parser.parser import BUILTIN_NAMES, Parser
+from jsonata2py.translator.translator import Translator
 from moto.stepfunctions.parser.api import EvaluationFailedEventDetails, HistoryEventType
 from moto.stepfunctions.parser.asl.antlr.runtime.ASLParser import ASLParser
 from moto.stepfunctions.parser.asl.component.common.error_name.failure_event import (
@@ -79,7 +87,7 @@ def _partition(array: list[Any], size: int) -> list[list[Any]]:
     return [array[start : start + size] for start in range(0, len(array), size)]
 
 
-def _range(first: int, last: int, step: int) -> list[Any]:
+def _range(first: int, last: int, step: int) -> Any:
     """$range(start, end, step): start, start + step, ... up to end included (AWS: `$range(0, 10, 3)` is `[0,3,6,9]`).
     A JSONata sequence, as AWS answers it: a range of one number is that number (`$range(1, 9, 9)` is `1`)."""
     if step == 0:
@@ -87,7 +95,13 @@ def _range(first: int, last: int, step: int) -> list[Any]:
     count = math.floor((last - first) / step) + 1
     if count < 1:
         return []  # a step away from the end: an empty array, as moto's own $range answered
-    return Utils.create_sequence_from_iter(Utils.convert_number(first + index * step) for index in range(count))
+    numbers = [_number(first + index * step) for index in range(count)]
+    return numbers[0] if count == 1 else numbers
+
+
+def _number(value: float) -> int | float:
+    """A number as JSON writes it: a whole one as an int (`3`, not `3.0`)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def _hash(value: str, algorithm: str) -> str:
@@ -97,33 +111,37 @@ def _hash(value: str, algorithm: str) -> str:
     return str(_HASHES[algorithm](value.encode()).hexdigest())
 
 
-def _random(seed: int | None = None) -> float:
+def _random(seed: Any = jsonata2py.MISSING) -> float:
     """$random([seed]): a number n with 0 <= n < 1; the same seed gives the same number (not AWS's number: its
     generator is not documented)."""
-    return random.Random(seed).random() if seed is not None else random.random()
+    if seed is jsonata2py.MISSING or seed is None:
+        return random.random()
+    if not isinstance(seed, (int, float, str)) or isinstance(seed, bool):
+        raise ValueError("$random takes a number as its seed")
+    return random.Random(seed).random()
 
 
 def _parse(text: str) -> Any:
-    """$parse(jsonString): the JSON value of a string (AWS's replacement for $eval). JSON null is JSONata null."""
+    """$parse(jsonString): the JSON value of a string (AWS's replacement for $eval)."""
     if not isinstance(text, str):
         raise ValueError("$parse takes a string")
-    value = json.loads(text, parse_constant=_no_constant)
-    return Utils.NULL_VALUE if value is None else value
+    return json.loads(text, parse_constant=_no_constant)
 
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# Bound under each evaluation's variables, as Step Functions provides them; `eval` bound to nothing hides JSONata's.
-_FUNCTIONS: dict[str, Any] = {
-    "partition": Jsonata.JLambda(_partition),
-    "range": Jsonata.JLambda(_range),
-    "hash": Jsonata.JLambda(_hash),
-    "random": Jsonata.JLambda(_random),
-    "uuid": Jsonata.JLambda(lambda: str(uuid.uuid4())),
-    "parse": Jsonata.JLambda(_parse),
-    "eval": None,
+# Bound to every compiled expression, as Step Functions provides them. $random is also JSONata's own, which jsonata2py
+# calls directly, never through the bindings, so Step Functions' is bound under a name no expression can spell
+# (`sfn:random`) and an expression that names `$random` binds it first (see `_Factory`).
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "partition": _partition,
+    "range": _range,
+    "hash": _hash,
+    "sfn:random": _random,
+    "uuid": lambda: str(uuid.uuid4()),
+    "parse": _parse,
 }
 
 
@@ -136,54 +154,79 @@ class _Unsupported(Exception):
     """The expression returned what is not JSON (a function)."""
 
 
+class _Factory(jsonata2py.JsonataExpressionFactory):
+    """jsonata2py's factory (thread-safe; it caches by the text it is given), for keys `<names>` NUL `<expression>`:
+    the expression compiled inside a block that first binds each of the named JSONata functions `$name` to `$sfn:name`.
+    jsonata2py resolves a JSONata function's name to its own function before any binding, where jsonata-js looks in
+    the bindings first: a Step Functions variable named `count` is `$count` there, and `$random` is Step Functions'.
+    `$sfn:eval` is never bound, so `$eval` is undefined and calling it fails (T1006)."""
+
+    def translate(self, expression: str) -> str:
+        names, text = expression.split("\0", 1)
+        try:
+            ast: AstNode = Parser.parse(text)
+            if names:
+                bound = [VariableBinding(name, VariableRef(f"sfn:{name}")) for name in names.split(",")]
+                ast = Block([*bound, ast])
+            return Translator.translate(optimize(ast), text)
+        except (ParseError, TranslatorError) as error:  # as jsonata2py's own translate() reports them
+            raise jsonata2py.JsonataCompilationError(error.error_code, str(error.message), error) from error
+        except RecursionError as error:
+            raise jsonata2py.JsonataCompilationError(
+                None, "expression is too deeply nested to compile", error
+            ) from error
+
+
+_FACTORY = _Factory()
+_VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+_ALWAYS_SHADOWED = frozenset({"random", "eval"})
+
+
 @functools.lru_cache(maxsize=4096)
-def _compiled(text: str) -> Jsonata:
-    """One parse per expression text (a parse error is raised each time). Evaluation never changes the parsed tree,
-    so threads share it; two threads compiling one text at once build it twice, harmlessly."""
-    expression = Jsonata(text)
-    expression.set_output_convert_nulls(False)  # JSON null (NULL_VALUE) and undefined (None) kept apart
+def _functions_named(text: str) -> frozenset[str]:
+    """The JSONata functions an expression names as `$name` (a name inside a string literal counts too: harmless)."""
+    return frozenset(_VARIABLE.findall(text)) & BUILTIN_NAMES
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str, shadowed: tuple[str, ...]) -> jsonata2py.CompiledExpression:
+    """One compile per expression text and set of shadowed functions (a parse error is raised each time). A compiled
+    expression is thread-safe: each evaluation keeps its bindings, scratch state and $now()/$millis() timestamp in its
+    own context (a ContextVar). Step Functions' functions are bound to it once; each evaluation binds the values."""
+    expression = _FACTORY.compile(f"{','.join(shadowed)}\0{text}")
+    for name, function in _FUNCTIONS.items():
+        expression.register_function(name, function)
     return expression
 
 
-def _evaluate(text: str, bindings: dict[str, Any]) -> Any:
-    """The JSON value of `text` with `bindings` as its variables. Raises what the expression throws, `_Undefined` or
-    `_Unsupported`."""
-    # jsonata-python keeps an evaluation's scratch state and its $now()/$millis() timestamp on the instance it finds
-    # in a thread-local (`Jsonata.CURRENT`), which compiling sets and evaluating does not: each evaluation gets a copy
-    # of its own (sharing the parsed tree) as its thread's current one, so a cached expression reads its own clock and
-    # no two threads share scratch state.
-    evaluation = copy.copy(_compiled(text))
-    Jsonata.CURRENT.jsonata = evaluation
-    result = evaluation.evaluate(None, bindings)
-    if result is None:
+def _evaluate(text: str, env: Environment) -> Any:
+    """The JSON value of `text` with the state's variables and `$states` bound. Raises what the expression throws,
+    `_Undefined` or `_Unsupported`."""
+    variables = moto_state.variables(env.variable_store)
+    bindings = jsonata2py.JsonataBindings()
+    for name, value in variables.items():
+        bindings.bind_value(name, value)
+    bindings.bind_value("states", env.states._states_data)  # moto's own `States` data, not copied: only read
+    shadowed = _functions_named(text) & (_ALWAYS_SHADOWED | variables.keys())
+    for name in shadowed & variables.keys():
+        bindings.bind_value(f"sfn:{name}", variables[name])  # a variable named as a function is that variable
+    result = _compiled(text, tuple(sorted(shadowed))).evaluate(None, bindings)
+    if result is jsonata2py.MISSING:
         raise _Undefined
     return _json(result)
 
 
 def _json(value: Any) -> Any:
-    """A plain JSON value of a result: lists and dicts copied (a path's result is the bound input's own object),
-    JSONata null as None."""
-    if value is Utils.NULL_VALUE or value is None:  # None inside a result is a null of the bound input
-        return None
+    """A plain JSON value of a result: lists and dicts copied (a path's result is the bound input's own object)."""
     if isinstance(value, dict):
-        return {key: _json(item) for key, item in value.items()}
+        return {key: _json(item) for key, item in value.items() if item is not jsonata2py.MISSING}
     if isinstance(value, list):
-        return [_json(item) for item in value]
-    if isinstance(value, (str, int, float)):
+        return [_json(item) for item in value if item is not jsonata2py.MISSING]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise jsonata2py.JsonataEvaluationError("D1001", f"Number out of range: {value}")
+    if value is None or isinstance(value, (str, int, float)):
         return value
     raise _Unsupported
-
-
-def _bindings(env: Environment) -> dict[str, Any]:
-    """What an expression sees: Step Functions' functions, the variables in scope (inner over outer) and `$states`
-    (input, context, result, errorOutput: moto's own `States` data, not copied: evaluation only reads it). A
-    variable holding null is bound as JSONata null (a top-level None would be undefined)."""
-    variables = moto_state.variables(env.variable_store)
-    return {
-        **_FUNCTIONS,
-        **{name: Utils.NULL_VALUE if value is None else value for name, value in variables.items()},
-        "states": env.states._states_data,
-    }
 
 
 def _fail(env: Environment, location: str, cause: str) -> FailureEventException:
@@ -216,13 +259,13 @@ def string_jsonata_eval(self: StringJSONata, env: Environment) -> None:
     Condition, Items, Seconds, TimeoutSeconds, ...) evaluated, its value pushed for the field that holds it."""
     expression = f"The JSONata expression '{self.expression}' specified for the field '{self.location}'"
     try:
-        value = _evaluate(self.expression, _bindings(env))
+        value = _evaluate(self.expression, env)
     except _Undefined:
         raise _fail(env, self.location, f"{expression} returned nothing (undefined).") from None
     except _Unsupported:
         raise _fail(env, self.location, f"{expression} returned an unsupported result type.") from None
     except Exception as thrown:  # noqa: BLE001 - whatever the expression throws is the state's QueryEvaluationError
-        code = getattr(thrown, "error", None)
+        code = getattr(thrown, "error_code", None)
         detail = f". {code}: {thrown}" if code else f": {thrown}"
         raise _fail(env, self.location, f"{expression} threw an error during evaluation{detail}") from None
     env.stack.append(value)
@@ -303,26 +346,3 @@ def _location(ctx: Any) -> str:
             path = f"[{siblings[siblings.index('[') : index].count(',')}]{path}"
         node = parent
     return path.lstrip("/")
-
-
-# --- jsonata-python where it differs from jsonata-js -----------------------------------------------------------------
-def string_unescaped(arg: Any, prettify: bool) -> str:
-    """In place of jsonata-python's `Functions._string` (the same but for `ensure_ascii`): $string of an object or array
-    is JSON.stringify's text, its non-ASCII characters as they are (jsonata-python escaped them: `"Mar\\u00eda"`
-    where AWS gives `"María"`)."""
-    if isinstance(arg, (Jsonata.JFunction, Parser.Symbol)):
-        return ""
-    if prettify:
-        return json.dumps(arg, cls=Functions.Encoder, indent="  ", ensure_ascii=False)
-    return json.dumps(arg, cls=Functions.Encoder, separators=(",", ":"), ensure_ascii=False)
-
-
-_jsonata_numeric = Jsonata.evaluate_numeric_expression
-
-
-def numeric_with_float_remainder(self: Jsonata, lhs: Any, rhs: Any, op: str) -> Any:
-    """In place of jsonata-python's `Jsonata.evaluate_numeric_expression`: `%` of numbers keeps the fraction, as
-    JavaScript's does (jsonata-python truncated it: `0.5 % 2` was 0, not 0.5)."""
-    if op == "%" and Utils.is_numeric(lhs) and Utils.is_numeric(rhs):
-        return Utils.convert_number(math.fmod(float(lhs), float(rhs)))
-    return _jsonata_numeric(self, lhs, rhs, op)

@@ -20,8 +20,6 @@ import moto.cloudformation.parsing
 import moto.core.responses
 import moto.core.routing
 import moto.core.utils
-from jsonata import Jsonata
-from jsonata.functions import Functions
 from jsonpath_ng import parse as jsonpath_parse  # type: ignore[attr-defined]
 from moto.awslambda.models import LambdaBackend, LambdaFunction
 from moto.awslambda.responses import LambdaResponse
@@ -187,8 +185,6 @@ STEP_FUNCTIONS = (
     Patch(StringJSONata, "_eval_body", jsonata.string_jsonata_eval, "gap 36"),  # every `{% %}` expression
     Patch(StringVariableSample, "_eval_body", jsonata.variable_sample_eval, "gap 36"),  # JSONPath's `$name`
     Patch(Preprocessor, "visitString_jsonata", jsonata.visit_string_jsonata, "gap 36"),  # the expression's field
-    Patch(Functions, "_string", staticmethod(jsonata.string_unescaped), "gap 36"),  # jsonata-python's $string
-    Patch(Jsonata, "evaluate_numeric_expression", jsonata.numeric_with_float_remainder, "gap 36"),  # its `%`
     Patch(VariableStore, "set", jsonata.assign_on_exit, "gap 36"),  # an Assign, kept until its state exits
     Patch(CommonStateField, "_get_state_exited_event_details", jsonata.exit_with_assignments, "gap 36"),  # then applied
     Patch(ExecutionState, "_handle_catch", jsonata.catch_without_own_assignments, "gap 36"),  # or dropped if it failed

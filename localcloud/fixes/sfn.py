@@ -45,6 +45,7 @@ from moto.stepfunctions.parser.asl.component.common.error_name.failure_event imp
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
 from moto.stepfunctions.parser.asl.component.common.path.result_path import ResultPath
+from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.program.program import Program
@@ -310,12 +311,25 @@ def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
     try:
         _original_evaluate_with_timeout(self, env)
     except Exception as failure:
+        if isinstance(failure, EvalTimeoutError):
+            _end_task(env)
         if isinstance(env.program_state(), ProgramStopped):
             return
         if isinstance(failure, FailureEventException) and _ends_the_execution(failure):
             env.set_error(failure.get_execution_failed_event_details())  # what the program does with it, uncaught
             return
         raise
+
+
+def _end_task(env: Environment) -> None:
+    """Gap 30 (a task whose state timed out): the task is closed as its state times out, before its Catch or Retry
+    goes on, as on AWS. The task's own wait, on the state's thread, started later (after the task's call, e.g. the
+    Lambda invocation) and so times out later: in between, moto took a SendTaskSuccess for a task whose execution had
+    already gone on (a test saw it in about one run of ten)."""
+    token = env.states.context_object.context_object_data.get("Task", {}).get("Token")
+    endpoint = env.callback_pool_manager.get(token) if token else None
+    if endpoint is not None:
+        interrupt_all(endpoint)
 
 
 _RUNTIME_ERROR = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)

@@ -296,7 +296,7 @@ def scenario_uncaught_errors() -> dict[str, Any]:
 
 
 def scenario_functions() -> dict[str, Any]:
-    """Step Functions' own JSONata functions, and two of jsonata-js's answers jsonata-python gives differently."""
+    """Step Functions' own JSONata functions, and two answers jsonata-python, the library used before, got wrong."""
     output = {
         "partition": {
             "fourBy3": "{% $partition([0, 1, 2, 3], 3) %}",

@@ -1,7 +1,8 @@
 """The fixes of localcloud.fixes.sfn for moto 5.2.5's Step Functions (docs/offline-cloud.md, gaps 1-5 and 7;
 gap 8: no `Step Functions Execution Status Change` events; gap 9: `$$.Execution.StartTime` is not a string;
 gap 23: every finished thread kept; gap 32: the context object's times and fields; gap 33: an aws-sdk result's
-timestamps; gap 34: an unresolved TimeoutSecondsPath or HeartbeatSecondsPath).
+timestamps; gap 34: an unresolved TimeoutSecondsPath or HeartbeatSecondsPath), and gap 2, not patched: what a missed
+heartbeat matches.
 
 Every gap is shown twice with the same scenario: once in a fresh Python process where moto is unpatched (the broken
 behaviour moto shows today; if moto changes underneath, that test fails and the fix must be re-checked), and once in
@@ -50,6 +51,8 @@ HEARTBEAT_S = 4  # wide enough that "well before the first heartbeat" holds on a
 TASK_TIMEOUT_S = 8
 # Gap 4: how long StopExecution may take to end a callback wait (the task itself would wait 30 s).
 STOP_WITHIN_S = 2.0
+# Gap 2: the heartbeat a waiting task misses (its TimeoutSeconds is 30 s).
+MISSED_HEARTBEAT_S = 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -264,6 +267,29 @@ def scenario_stop_while_waiting(heartbeat_s: int | None = None) -> dict[str, Any
     elapsed = time.monotonic() - stopped
     events = [event["type"] for event in sfn.get_execution_history(executionArn=execution_arn)["events"]]
     return {**result, "elapsed_s": elapsed, "events": events}
+
+
+def scenario_missed_heartbeat() -> dict[str, Any]:
+    """Gap 2: a waiting task whose heartbeat never comes, its Catch on States.HeartbeatTimeout alone, then on
+    States.Timeout: per Catch, how the execution ended, the TaskTimedOut event's error, whether the Catch took it."""
+    sfn, sqs = _clients("stepfunctions", "sqs")
+    tokens = sqs.create_queue(QueueName="missed-heartbeat-tokens")["QueueUrl"]
+    wait = _wait_for_token_states(tokens, timeout_s=30, heartbeat_s=MISSED_HEARTBEAT_S)["Wait"]
+    seen: dict[str, Any] = {}
+    for caught_error in ("States.HeartbeatTimeout", "States.Timeout"):
+        catch = {"ErrorEquals": [caught_error], "ResultPath": "$.error", "Next": "Caught"}
+        states = {"Wait": {**wait, "Catch": [catch]}, "Caught": {"Type": "Pass", "End": True}}
+        machine = _state_machine(sfn, f"MissedHeartbeat-{caught_error.split('.')[1]}", states, "Wait")
+        execution_arn = sfn.start_execution(stateMachineArn=machine, input="{}")["executionArn"]
+        result = _wait_until_done(sfn, execution_arn, within_s=MISSED_HEARTBEAT_S + 10)
+        events = _history(sfn, execution_arn)
+        seen[caught_error] = {
+            "status": result["status"],
+            "error": result["error"],
+            "task_timed_out": [e["taskTimedOutEventDetails"]["error"] for e in events if e["type"] == "TaskTimedOut"],
+            "caught": any(e["type"] == "PassStateEntered" for e in events),
+        }
+    return seen
 
 
 def scenario_unnamed_executions() -> dict[str, Any]:
@@ -544,6 +570,7 @@ SCENARIOS: dict[str, Callable[[], dict[str, Any]]] = {
     "sdk_timestamps": scenario_sdk_timestamps,
     "unresolved_timer_paths": scenario_unresolved_timer_paths,
     "states_all": scenario_states_all,
+    "missed_heartbeat": scenario_missed_heartbeat,
     "waiting_threads": scenario_waiting_threads,  # last: unpatched, its executions wait on past their stop
 }
 
@@ -675,6 +702,30 @@ def test_gap4_patched_stop_during_callback_wait_aborts_at_once(patched: None, he
     assert result["elapsed_s"] < STOP_WITHIN_S
     assert result["events"][-1] == "ExecutionAborted"
     assert not {"TaskTimedOut", "TaskFailed", "ExecutionFailed"} & set(result["events"]), result["events"]
+
+
+# Gap 2, not patched: what a missed heartbeat is offline, as moto alone has it (docs/offline-cloud.md)
+MISSED_HEARTBEAT = {
+    # a Catch on States.HeartbeatTimeout alone never takes it (on AWS it does): the execution fails with the error
+    "States.HeartbeatTimeout": {
+        "status": "FAILED",
+        "error": "States.Timeout",
+        "task_timed_out": ["States.Timeout"],
+        "caught": False,
+    },
+    # a Catch on States.Timeout takes it, as on AWS
+    "States.Timeout": {"status": "SUCCEEDED", "error": None, "task_timed_out": ["States.Timeout"], "caught": True},
+}
+
+
+def test_gap2_known_gap_a_missed_heartbeat_is_states_timeout_which_heartbeat_timeout_does_not_match(
+    patched: None,
+) -> None:
+    # Given moto with the Step Functions patches installed, and a waiting task whose heartbeat never comes
+    # When its Catch names States.HeartbeatTimeout alone, then States.Timeout
+    result = scenario_missed_heartbeat()
+    # Then the task times out with States.Timeout, as AWS records it, and only the Catch on States.Timeout takes it
+    assert result == MISSED_HEARTBEAT
 
 
 def test_gap5_patched_unnamed_executions_get_uuids(patched: None) -> None:
@@ -880,6 +931,11 @@ def test_gap28_unpatched_moto_calls_a_heartbeat_during_the_call_an_invalid_token
     result = unpatched.result("early_heartbeat")
     # Then moto refuses it as if the task were closed: a reconciler would forget a live registration
     assert result == {"heartbeat": "InvalidToken"}
+
+
+def test_gap2_unpatched_moto_has_the_same_missed_heartbeat(unpatched: UnpatchedProbe) -> None:
+    # Given pristine moto, when a waiting task misses its heartbeat, then it is as offline: gap 2 is moto's own
+    assert unpatched.result("missed_heartbeat") == MISSED_HEARTBEAT
 
 
 def test_gap4_unpatched_moto_ignores_stop_during_callback_wait(unpatched: UnpatchedProbe) -> None:

@@ -70,6 +70,11 @@ CLASSIFICATION = Branch(
     timed_out="ClassificationTimedOut",
 )
 BRANCHES = [pytest.param(TRANSLATION, id="translation"), pytest.param(CLASSIFICATION, id="classification")]
+# Both jobs done: what the tagging states see
+JOBS_DONE = {
+    **REQUEST,
+    "jobs": {"translation": {"jobId": TRANSLATION.job}, "classification": {"jobId": CLASSIFICATION.job}},
+}
 
 
 # --- Macie's check ----------------------------------------------------------------------------------------------------
@@ -206,15 +211,33 @@ def test_both_jobs_outcomes_go_on_to_tagging(teststate: StateCaller) -> None:
     assert output(answer)["jobs"] == {"translation": results[0], "classification": results[1]}
 
 
+def test_tagging_is_logged_only_for_the_task_apis_executions(teststate: StateCaller) -> None:
+    with_task = teststate(MACHINE, "IsTaskTagging", {**JOBS_DONE, "task": TASK})
+    direct = teststate(MACHINE, "IsTaskTagging", JOBS_DONE)
+    assert (with_task["nextState"], direct["nextState"]) == ("LogTagging", "TagDocuments")
+
+
+@pytest.mark.parametrize(
+    "error", ["DynamoDB.ProvisionedThroughputExceededException", "DynamoDB.InternalServerErrorException"]
+)
+def test_a_tagging_entry_that_cannot_be_written_never_stops_the_tagging(teststate: StateCaller, error: str) -> None:
+    logging = {**JOBS_DONE, "task": TASK}
+    # When the entry is written (PutItem's answer), throttled or failing until its retries are spent, or refused
+    written = teststate(MACHINE, "LogTagging", logging, result={})
+    throttled = retried(teststate, MACHINE, "LogTagging", logging, error, [1, 2, 4])
+    refused = teststate(MACHINE, "LogTagging", logging, error="DynamoDB.ConditionalCheckFailedException")
+    # Then each way the tagging comes next, with the state's input unchanged (the Catch's ResultPath is null)
+    assert (written["status"], written["nextState"], output(written)) == ("SUCCEEDED", "TagDocuments", logging)
+    for answer, why in ((throttled, error), (refused, "DynamoDB.ConditionalCheckFailedException")):
+        assert caught(answer) == ("CAUGHT_ERROR", "TagDocuments", why)
+        assert output(answer) == logging
+
+
 @pytest.mark.parametrize("error", LAMBDA_INVOKE_ERRORS)
 def test_a_refused_tagging_invoke_is_retried_for_about_a_minute_then_named(teststate: StateCaller, error: str) -> None:
     # Given both jobs done (a new account's whole Lambda quota may be 10: the tagging invoke is throttled under load)
-    done = {
-        **REQUEST,
-        "jobs": {"translation": {"jobId": TRANSLATION.job}, "classification": {"jobId": CLASSIFICATION.job}},
-    }
     # When Lambda refuses the invoke every time
-    spent = retried(teststate, MACHINE, "TagDocuments", done, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
+    spent = retried(teststate, MACHINE, "TagDocuments", JOBS_DONE, error, LAMBDA_INVOKE_BACKOFFS, jitter=True)
     # Then WhyFailed names it once six jittered retries are spent
     assert caught(spent) == ("CAUGHT_ERROR", "WhyFailed", error)
 

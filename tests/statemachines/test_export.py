@@ -86,6 +86,46 @@ def test_published_files_are_tallied(teststate: StateCaller) -> None:
     assert (answer["status"], answer["nextState"], output(answer)) == ("SUCCEEDED", "Tally", EXPORTED)
 
 
+# What a file's publication may fail with: the publish function's own TransientAwsError, EventBusThrottledError and
+# CheckpointMovedError, Lambda's service errors, the function crashing or timing out. Retried, with IntervalSeconds 2,
+# BackoffRate 2, MaxAttempts 3: the retry resumes after the file's checkpoint.
+PUBLISH_ERRORS = [
+    "TransientAwsError",
+    "EventBusThrottledError",
+    "CheckpointMovedError",
+    *LAMBDA_INVOKE_ERRORS,
+    "Lambda.Unknown",
+    "Runtime.ExitError",
+    "Sandbox.Timedout",
+]
+# A Map item, as ItemSelector makes it
+FILE = {"run": "run-1", "bucket": "exports", "key": "runs/run-1/Patient-1.ndjson"}
+
+
+def test_a_published_files_count_is_its_result(teststate: StateCaller) -> None:
+    # When the publish function answers (its payload, a JSON object: validation NONE, as for every plain invoke)
+    answer = teststate(MACHINE, "PublishFile", FILE, result={"Payload": {"records": 10}}, validation="NONE")
+    # Then the file's iteration ends with its count
+    assert answer["status"] == "SUCCEEDED" and "nextState" not in answer
+    assert output(answer) == {"records": 10}
+
+
+@pytest.mark.parametrize("error", PUBLISH_ERRORS)
+def test_a_files_failed_publication_is_retried_three_times_then_fails_the_file(
+    teststate: StateCaller, error: str
+) -> None:
+    spent = retried(teststate, MACHINE, "PublishFile", FILE, error, [2, 4, 8])
+    # The file's iteration fails (no Catch inside the Map): PublishRecords' Catch takes it
+    assert caught(spent) == ("FAILED", "", error)
+
+
+def test_a_files_publication_that_cannot_succeed_is_never_retried(teststate: StateCaller) -> None:
+    # When the function cannot be invoked at all (it is gone)
+    answer = teststate(MACHINE, "PublishFile", FILE, error="Lambda.ResourceNotFoundException")
+    assert caught(answer) == ("FAILED", "", "Lambda.ResourceNotFoundException")
+    assert "errorDetails" not in answer["inspectionData"]
+
+
 def test_a_publication_that_fails_marks_the_run_failed(teststate: StateCaller) -> None:
     answer = teststate(MACHINE, "PublishRecords", EXPORTED, error="States.TaskFailed", caused_by="PublishFile")
     assert caught(answer) == ("CAUGHT_ERROR", "MarkFailed", "States.TaskFailed")

@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -369,6 +369,18 @@ def test_history_is_in_time_order_when_a_workflow_entry_fell_on_a_whole_second(t
     # Then the history lists them as they happened
     assert status == 200
     assert [e["status"] for e in history["entries"]] == ["SUBMITTED", "RUNNING", "WAITING_FOR_TRANSLATION", "TAGGING"]
+
+
+def test_the_logs_own_times_have_the_one_form_step_functions_gives_entered_time() -> None:
+    from shared.tasks.statuslog import timestamp
+
+    # UTC to the millisecond with Z, and no fraction at all on a whole second, as $$.State.EnteredTime (the
+    # workflows' entries) and localcloud's aws_timestamp write it
+    assert timestamp(datetime(2026, 1, 15, 10, 31, 47, 123999, tzinfo=UTC)) == "2026-01-15T10:31:47.123Z"
+    assert timestamp(datetime(2026, 1, 15, 10, 31, 47, 999, tzinfo=UTC)) == "2026-01-15T10:31:47Z"
+    assert timestamp(datetime(2026, 1, 15, 11, 31, 47, 5000, tzinfo=timezone(timedelta(hours=1)))) == (
+        "2026-01-15T10:31:47.005Z"
+    )
 
 
 @pytest.mark.parametrize("path", ["", "/result", "/history"])

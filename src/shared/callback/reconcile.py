@@ -5,8 +5,9 @@ Macie may log nothing. On a schedule, every task waiting longer than a threshold
 API: a finished job is resumed through the same path as its event (so the event, if it still comes, is a harmless
 duplicate); a running job gets a heartbeat (SendTaskHeartbeat, or SendDurableExecutionCallbackHeartbeat for a durable
 execution's callback), which keeps a wait with a heartbeat timeout alive exactly as long as its job's progress can be
-confirmed. A job the API cannot confirm gets no heartbeat, so its wait ends with a heartbeat timeout
-(States.HeartbeatTimeout; a durable callback's timeout error) instead of waiting out its whole timeout.
+confirmed. A job the API cannot confirm gets no heartbeat, so its wait ends at its missed heartbeat (States.Timeout in
+the history, which a Catch on States.HeartbeatTimeout also matches; a durable callback's timeout error) instead of
+waiting out its whole timeout.
 
 Under pressure (a burst of lost events, many jobs waiting at once):
 - a run takes the waiting jobs nearest their heartbeat deadline first (tokens.Waiting.deadline), so that what it

@@ -51,6 +51,7 @@ from shared.exceptions import (
 )
 from shared.settings import DocumentsSettings, callback_settings, documents_settings
 from shared.tasks.recorder import StatusChange, task_recorder
+from shared.tasks.statuslog import timestamp
 from shared.tasks.types import DocumentsInput
 from shared.waits import Kind
 
@@ -173,7 +174,7 @@ def _submit(context: DurableContext, service: str, wait: Callback[str], start: C
     def submit(_: StepContext) -> str:
         with transient_errors():
             job_id = start()
-            entered = datetime.now(UTC).isoformat(timespec="milliseconds")
+            entered = timestamp()  # the wait's entry, in $$.State.EnteredTime's form, as the workflows register it
             waiter = Waiter(arn, service, entered, 0, heartbeat_seconds, Kind.CALLBACK_ID)
             callbacks().register(service, job_id, wait.callback_id, waiter)
         return job_id

@@ -1,9 +1,10 @@
 """Data access for the task status log: one DynamoDB table, append-only (no entry is ever updated or deleted), and
 the S3 objects of results too large for an entry.
 
-Partition `taskId`, sort `seq`, a time-ordered sequence: `<ISO-8601 UTC time, ms>#<what wrote it>` for progress
-entries (the workflows write the same format from `$$.State.EnteredTime`, but for a whole second's, which has no
-fraction: entries are read back in time order, not in the keys' text order). Two keys are fixed so that one
+Partition `taskId`, sort `seq`, a time-ordered sequence: `<ISO-8601 UTC time>#<what wrote it>` for progress
+entries, the time in the one form the workflows write from `$$.State.EnteredTime` and the handlers with `timestamp`
+(milliseconds, none on a whole second: `...:06Z` sorts after `...:06.500Z` as text, so entries are read back in time
+order, not in the keys' text order). Two keys are fixed so that one
 conditional write makes them unique: the head (`0000-...#SUBMITTED`, before every time) records the owner, type
 and input; the end (`9999-...#END`, after every time) records the terminal status. Every entry carries `status`,
 `at`, `detail` and `expiresAt` (TTL). Reads are strongly consistent.
@@ -28,9 +29,12 @@ TERMINAL = EXECUTION_ENDS | {CANCELLED}
 
 
 def timestamp(moment: datetime | None = None) -> str:
-    """`2026-01-15T10:31:47.123Z`: the format of `$$.State.EnteredTime` (which drops the fraction on a whole second:
-    entries are read back in time order, `_in_time`)."""
-    return (moment or datetime.now(UTC)).astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """A time (now, by default) as Step Functions writes `$$.State.EnteredTime`: UTC to the millisecond with `Z`
+    (`2026-01-15T10:31:47.123Z`), and no fraction at all on a whole second (`2026-01-15T10:31:47Z`, as Java's Instant
+    prints it), so the log holds one form whoever wrote an entry (entries are read back in time order, `_in_time`)."""
+    utc = (moment or datetime.now(UTC)).astimezone(UTC)
+    millis = utc.microsecond // 1000
+    return utc.replace(tzinfo=None).isoformat(timespec="seconds") + (f".{millis:03d}" if millis else "") + "Z"
 
 
 @dataclass(frozen=True)
