@@ -3,10 +3,17 @@
 import os
 from functools import cache
 
-from pydantic import BaseModel, Field, Json, field_validator
+from pydantic import BaseModel, ConfigDict, Field, Json, field_validator
 
 
-class CallbackSettings(BaseModel):
+class Settings(BaseModel):
+    """A function's settings. Built on first use, not at import: a function reads one or two of the models below, and
+    building the others would only lengthen its cold start."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
+class CallbackSettings(Settings):
     token_table: str = Field(alias="TOKEN_TABLE", min_length=1)
     stack_name: str = Field(alias="STACK_NAME", min_length=1)  # this stack's jobs are named `<stack>.<execution>`
     task_timeout_seconds: int = Field(alias="TASK_TIMEOUT_SECONDS", gt=0)
@@ -24,7 +31,7 @@ def callback_settings() -> CallbackSettings:
     return CallbackSettings.model_validate(dict(os.environ))
 
 
-class DocumentsSettings(BaseModel):
+class DocumentsSettings(Settings):
     """The durable documents workflow (template.yaml, DocumentsDurableFunction)."""
 
     bucket: str = Field(alias="DOCUMENT_BUCKET", min_length=3)
@@ -37,7 +44,7 @@ def documents_settings() -> DocumentsSettings:
     return DocumentsSettings.model_validate(dict(os.environ))
 
 
-class ExportSettings(BaseModel):
+class ExportSettings(Settings):
     """The export workflow's functions' settings (template.yaml, HealthLake export section)."""
 
     table_name: str = Field(alias="EXPORT_TABLE", min_length=1)
@@ -56,7 +63,7 @@ def export_settings() -> ExportSettings:
     return ExportSettings.model_validate(dict(os.environ))
 
 
-class TaskLogSettings(BaseModel):
+class TaskLogSettings(Settings):
     """What every function that writes the task status log needs."""
 
     task_table: str = Field(alias="TASK_TABLE", min_length=1)
@@ -95,7 +102,7 @@ def task_api_settings() -> TaskApiSettings:
     return TaskApiSettings.model_validate(dict(os.environ))
 
 
-class SemaphoreSettings(BaseModel):
+class SemaphoreSettings(Settings):
     """The callback semaphore's functions (template.yaml, concurrency control section)."""
 
     table_name: str = Field(alias="PERMIT_TABLE", min_length=1)
@@ -108,7 +115,7 @@ def semaphore_settings() -> SemaphoreSettings:
     return SemaphoreSettings.model_validate(dict(os.environ))
 
 
-class AdmissionSettings(BaseModel):
+class AdmissionSettings(Settings):
     """The admission queue's starter (template.yaml, concurrency control section)."""
 
     queue_url: str = Field(alias="ADMISSION_QUEUE_URL", min_length=1)
@@ -121,7 +128,7 @@ def admission_settings() -> AdmissionSettings:
     return AdmissionSettings.model_validate(dict(os.environ))
 
 
-class LeaseSettings(BaseModel):
+class LeaseSettings(Settings):
     """The scheduled functions that run one at a time (template.yaml, LeaseTable)."""
 
     table_name: str = Field(alias="LEASE_TABLE", min_length=1)
