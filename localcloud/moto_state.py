@@ -7,7 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from moto.cloudformation.parsing import ResourceMap
-from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackEndpoint, CallbackPoolManager
+from moto.stepfunctions.parser.asl.eval.callback.callback import (
+    CallbackEndpoint,
+    CallbackPoolManager,
+    HeartbeatEndpoint,
+)
 from moto.stepfunctions.parser.asl.eval.variable_store import VariableStore
 
 
@@ -33,3 +37,19 @@ def variables(store: VariableStore) -> dict[str, Any]:
     """Every variable a Step Functions scope holds, by name: reads `VariableStore._outer_scope` and `_inner_scope`, as
     moto's one reader (`get_assigned_variables`) lists only what was assigned since the last state's exit reset it."""
     return {**store._outer_scope, **store._inner_scope}
+
+
+def heartbeat_seconds(heartbeat: HeartbeatEndpoint) -> int:
+    """A task's HeartbeatSeconds: reads `_heartbeat_seconds`, which moto keeps only there."""
+    return heartbeat._heartbeat_seconds
+
+
+def heartbeat_within(heartbeat: HeartbeatEndpoint, seconds: float) -> bool:
+    """Whether a heartbeat came (or had come) within `seconds`, as `HeartbeatEndpoint.clear_and_wait` answers it for
+    its own HeartbeatSeconds: reads `_mutex` and `_next_heartbeat_event`, as moto's wait takes no shorter time and a
+    task's wait must also end at its TimeoutSeconds (localcloud.fixes.sfn, a waiting task on its execution's thread)."""
+    with heartbeat._mutex:
+        if heartbeat._next_heartbeat_event.is_set():
+            heartbeat._next_heartbeat_event.clear()
+            return True
+    return heartbeat._next_heartbeat_event.wait(timeout=seconds)

@@ -47,6 +47,9 @@ from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_wo
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
 )
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+    StateTaskServiceCallback,
+)
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
 )
@@ -163,7 +166,8 @@ STEP_FUNCTIONS = (
     Patch(CallbackEndpoint, "setup_heartbeat_endpoint", sfn.setup_heartbeat_endpoint, "gap 3"),
     Patch(CallbackEndpoint, "interrupt_all", sfn.interrupt_all, "gap 30"),
     Patch(ExecutionWorker, "stop", sfn.stop, "gap 4"),
-    Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gaps 4, 34"),
+    Patch(ExecutionState, "_evaluate_with_timeout", sfn.evaluate_with_timeout, "gaps 4, 34, 41"),
+    Patch(StateTaskServiceCallback, "_eval_wait_for_task_token", sfn.eval_wait_for_task_token, "gap 41"),
     Patch(ErrorEqualsDecl, "_eval_body", sfn.error_equals, "gap 37"),
     Patch(ResultPath, "_eval_body", sfn.result_path, "gap 38"),
     Patch(StepFunctionsParserBackend, "start_execution", sfn.start_execution, "gaps 5, 24"),
@@ -212,6 +216,7 @@ def step_function_timers(clock: Clock) -> list[Patch]:
         Patch(wait_function, "time", time_on_clock, "gap 19"),  # how long a Wait state has waited
         Patch(execute_state, "threading", threading_on_clock, "gap 19"),  # TimeoutSeconds
         Patch(callback, "Event", clock.event_class, "gap 19"),  # callback and heartbeat waits
+        Patch(sfn, "CLOCK", clock, "gap 19"),  # a waiting task's TimeoutSeconds (gap 41)
     ]
 
 

@@ -7,6 +7,7 @@ disappears or the gap closes upstream).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import logging
@@ -17,7 +18,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -45,14 +46,17 @@ from moto.stepfunctions.parser.asl.component.common.error_name.failure_event imp
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name import StatesErrorName
 from moto.stepfunctions.parser.asl.component.common.error_name.states_error_name_type import StatesErrorNameType
 from moto.stepfunctions.parser.asl.component.common.path.result_path import ResultPath
-from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import EvalTimeoutError
 from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
     StateTaskServiceAwsSdk,
+)
+from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+    StateTaskServiceCallback,
 )
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_sfn import (
     StateTaskServiceSfn,
@@ -61,10 +65,13 @@ from moto.stepfunctions.parser.asl.eval.callback.callback import (
     CallbackConsumerTimeout,
     CallbackEndpoint,
     CallbackNotifyConsumerError,
+    CallbackOutcome,
     CallbackOutcomeFailure,
     CallbackOutcomeSuccess,
+    CallbackOutcomeTimedOut,
     CallbackPoolManager,
     HeartbeatEndpoint,
+    HeartbeatTimedOut,
 )
 from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
@@ -77,9 +84,10 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from moto.stepfunctions.responses import StepFunctionResponse
 
+from localcloud.clock import Clock
 from localcloud.fixes import atomic
 from localcloud.fixes.events import as_service
-from localcloud.moto_state import callback_endpoints
+from localcloud.moto_state import callback_endpoints, heartbeat_seconds, heartbeat_within
 
 LOG = logging.getLogger("localcloud.fixes.sfn")
 
@@ -309,10 +317,11 @@ def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
     with. It ends the program here instead, which records the one ExecutionFailed.
     """
     try:
-        _original_evaluate_with_timeout(self, env)
+        if _waits_for_its_token(self):
+            _evaluate_on_this_thread(self, env)
+        else:
+            _original_evaluate_with_timeout(self, env)
     except Exception as failure:
-        if isinstance(failure, EvalTimeoutError):
-            _end_task(env)
         if isinstance(env.program_state(), ProgramStopped):
             return
         if isinstance(failure, FailureEventException) and _ends_the_execution(failure):
@@ -321,15 +330,75 @@ def evaluate_with_timeout(self: ExecutionState, env: Environment) -> None:
         raise
 
 
-def _end_task(env: Environment) -> None:
-    """Gap 30 (a task whose state timed out): the task is closed as its state times out, before its Catch or Retry
-    goes on, as on AWS. The task's own wait, on the state's thread, started later (after the task's call, e.g. the
-    Lambda invocation) and so times out later: in between, moto took a SendTaskSuccess for a task whose execution had
-    already gone on (a test saw it in about one run of ten)."""
-    token = env.states.context_object.context_object_data.get("Task", {}).get("Token")
-    endpoint = env.callback_pool_manager.get(token) if token else None
-    if endpoint is not None:
-        interrupt_all(endpoint)
+# The clock a task's TimeoutSeconds runs on: the cloud's (step_function_timers in localcloud.fixes.patches), else
+# real time.
+CLOCK = Clock()
+
+
+def _waits_for_its_token(state: ExecutionState) -> bool:
+    return (
+        isinstance(state, StateTaskServiceCallback) and state.resource.condition == ResourceCondition.WaitForTaskToken
+    )
+
+
+def _evaluate_on_this_thread(self: ExecutionState, env: Environment) -> None:
+    """A task that waits for its token (`.waitForTaskToken`), run on its execution's thread: moto ran every task on a
+    thread of its own that the execution's thread only waited on, for its TimeoutSeconds, so every waiting execution
+    held two threads (10,566 threads in the cloud for 5,000 jobs waiting, make bench's P4). Here the task's own wait
+    ends at the state's TimeoutSeconds (`eval_wait_for_task_token`), which the frame carries as a deadline; the rest is
+    moto's `ExecutionState._evaluate_with_timeout` as it is. The task's call (the Lambda invocation) is not cut short at
+    TimeoutSeconds: the wait times out as soon as it ends (docs/offline-cloud.md, gap 41)."""
+    self.timeout.eval(env=env)
+    timeout_seconds: int = env.stack.pop()
+    frame: Environment = env.open_frame()
+    frame.states.reset(input_value=env.states.get_input())
+    frame.stack = copy.deepcopy(env.stack)
+    frame.localcloud_deadline = CLOCK.now() + timedelta(seconds=timeout_seconds)  # type: ignore[attr-defined]
+    try:
+        self._eval_execution(frame)
+    finally:
+        frame.set_ended()
+        env.close_frame(frame)
+    env.stack.append(frame.stack[-1])
+    if not self._is_language_query_jsonpath():
+        env.states.set_result(frame.stack[-1])
+    if self.assign_decl:
+        self.assign_decl.eval(env=env)
+    if self.result_selector:
+        self.result_selector.eval(env=env)
+    if self.result_path:
+        self.result_path.eval(env)
+    else:
+        env.states.reset(input_value=env.stack.pop())
+
+
+_original_eval_wait_for_task_token = StateTaskServiceCallback._eval_wait_for_task_token
+
+
+def eval_wait_for_task_token(
+    self: StateTaskServiceCallback,
+    env: Environment,
+    timeout_seconds: int,
+    callback_endpoint: CallbackEndpoint,
+    heartbeat_endpoint: HeartbeatEndpoint | None,
+) -> CallbackOutcome:
+    """The wait of a task run on its execution's thread (`_evaluate_on_this_thread`): until its outcome, a missed
+    heartbeat, its TimeoutSeconds, or its execution's end, whichever comes first (moto's waits end at a missed
+    heartbeat or the outcome only, and left TimeoutSeconds to the thread that waited on theirs)."""
+    deadline: datetime | None = getattr(env, "localcloud_deadline", None)
+    if deadline is None:
+        return _original_eval_wait_for_task_token(self, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
+    while env.is_running() and callback_endpoint.get_outcome() is None:
+        left = (deadline - CLOCK.now()).total_seconds()
+        if left <= 0:
+            break
+        if heartbeat_endpoint is None:
+            callback_endpoint.wait(timeout=left)
+            break
+        every = heartbeat_seconds(heartbeat_endpoint)
+        if not heartbeat_within(heartbeat_endpoint, min(every, left)) and every <= left and env.is_running():
+            return HeartbeatTimedOut()
+    return callback_endpoint.get_outcome() or CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
 
 
 _RUNTIME_ERROR = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)

@@ -870,12 +870,12 @@ def test_gap23_patched_finished_threads_are_freed(patched: None) -> None:
     assert result["kept"] == 0, result
 
 
-def test_an_execution_waiting_for_its_callback_holds_two_threads(patched: None) -> None:
+def test_gap41_patched_an_execution_waiting_for_its_callback_holds_one_thread(patched: None) -> None:
     # Given moto with the Step Functions patches installed
-    # When 10 executions wait for their callbacks
+    # When 10 executions wait for their callbacks (a task with TimeoutSeconds)
     result = scenario_waiting_threads()
-    # Then each holds its own thread and its task's, not a third for its program
-    assert result == {"waiting": 10, "threads": 20}
+    # Then each holds its own thread only: neither a thread for its program nor one for its waiting task
+    assert result == {"waiting": 10, "threads": 10}
 
 
 # ----------------------------------------------------------------------------------------------------------------

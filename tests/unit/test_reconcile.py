@@ -241,7 +241,7 @@ def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_r
 ) -> None:
     # Given a workflow waiting, with HeartbeatSeconds 60, for a translation job that keeps running
     task = waiting_for(TRANSLATE, heartbeat_seconds=60, timeout_seconds=3600)
-    clock.armed(2)  # its TimeoutSeconds and its heartbeat
+    clock.armed(1)  # its wait: for a heartbeat, at most until its TimeoutSeconds
 
     # When the reconciler runs every 30 seconds for five minutes
     for _ in range(10):
@@ -249,8 +249,8 @@ def test_heartbeats_keep_a_task_alive_past_its_heartbeat_seconds_while_the_job_r
         assert reconcile()["HEARTBEAT"] == 1
         clock.advance(30)
 
-    # Then the task is still waiting: its timeout and its heartbeat timer have seen the last minute and wait on
-    wait_until(lambda: clock.waiting_at(clock.now()) >= 2)
+    # Then the task is still waiting: its wait has seen the last minute and waits on
+    wait_until(lambda: clock.waiting_at(clock.now()) >= 1)
     assert task.status() == "RUNNING"
 
 
@@ -269,7 +269,7 @@ def test_a_task_whose_job_cannot_be_confirmed_times_out_on_its_heartbeat(
         expected_params=TRANSLATE.params,
     )
     assert reconcile()["UNCONFIRMED"] == 1
-    clock.armed(2)  # its TimeoutSeconds and its heartbeat
+    clock.armed(1)  # its wait: for a heartbeat, at most until its TimeoutSeconds
     clock.advance(61)
 
     # Then the task fails at its missed heartbeat, with States.Timeout as AWS records it (a Catch on

@@ -247,7 +247,7 @@ def test_the_sweeper_keeps_live_waiters_alive_with_heartbeats(
     # Given a live holder and a waiter whose acquire task has HeartbeatSeconds 60
     holder, waiter = live_holder(waiting_task), waiting_task(heartbeat_seconds=60, timeout_seconds=3600)
     acquire(waiter, limit=1)
-    clock.armed(2)  # its TimeoutSeconds and its heartbeat
+    clock.armed(1)  # its wait: for a heartbeat, at most until its TimeoutSeconds
 
     # When the sweeper runs every 40 s for two minutes
     for _ in range(3):
