@@ -270,7 +270,9 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
             continue  # not created, as CloudFormation skips a resource whose condition is false
         parsed = parsed_resource(resource_map, logical_id)
         physical_id = getattr(parsed, "physical_resource_id", None) or logical_id
-        properties = _no_value_removed(clean_json(resource.get("Properties", {}), resource_map))
+        properties = clean_json(resource.get("Properties", {}), resource_map)
+        if resource["Type"] != "AWS::StepFunctions::StateMachine":  # a definition's nulls are its own
+            properties = _no_value_removed(properties)
         policy = resource.get("DeletionPolicy", "Delete")
         resources.append(Resource(logical_id, resource["Type"], str(physical_id), properties, policy))
     return resources
@@ -278,7 +280,8 @@ def _resources(cfn: dict[str, Any], stack_id: str, region: str) -> list[Resource
 
 def _no_value_removed(value: Any) -> Any:
     """A value as CloudFormation resolves it: moto's clean_json drops an AWS::NoValue member of an object but leaves a
-    null in a list (an `Fn::If: [Condition, statement, AWS::NoValue]` of a policy), where the element goes."""
+    null in a list (an `Fn::If: [Condition, statement, AWS::NoValue]` of a policy), where the element goes. Not for a
+    state machine, whose definition's nulls (`"Result": [1, null]`) are its own and look the same by then."""
     if isinstance(value, dict):
         return {key: _no_value_removed(item) for key, item in value.items()}
     if isinstance(value, list):

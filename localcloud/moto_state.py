@@ -46,8 +46,9 @@ def heartbeat_seconds(heartbeat: HeartbeatEndpoint) -> int:
 
 def heartbeat_within(heartbeat: HeartbeatEndpoint, seconds: float) -> bool:
     """Whether a heartbeat came (or had come) within `seconds`, as `HeartbeatEndpoint.clear_and_wait` answers it for
-    its own HeartbeatSeconds: reads `_mutex` and `_next_heartbeat_event`, as moto's wait takes no shorter time and a
-    task's wait must also end at its TimeoutSeconds (localcloud.fixes.sfn, a waiting task on its execution's thread)."""
+    its own HeartbeatSeconds (and clears it as that does): uses `_mutex` and `_next_heartbeat_event`, as moto's wait
+    takes no shorter time and a task's wait must also end at its TimeoutSeconds (localcloud.fixes.sfn, a waiting task
+    on its execution's thread)."""
     with heartbeat._mutex:
         if heartbeat._next_heartbeat_event.is_set():
             heartbeat._next_heartbeat_event.clear()

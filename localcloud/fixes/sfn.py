@@ -347,13 +347,17 @@ def _evaluate_on_this_thread(self: ExecutionState, env: Environment) -> None:
     held two threads (10,566 threads in the cloud for 5,000 jobs waiting, make bench's P4). Here the task's own wait
     ends at the state's TimeoutSeconds (`eval_wait_for_task_token`), which the frame carries as a deadline; the rest is
     moto's `ExecutionState._evaluate_with_timeout` as it is. The task's call (the Lambda invocation) is not cut short at
-    TimeoutSeconds: the wait times out as soon as it ends (docs/offline-cloud.md, gap 41)."""
+    TimeoutSeconds, but its task takes no callback after it (`_close`): the state times out as soon as the call
+    returns (docs/offline-cloud.md, gap 41)."""
     self.timeout.eval(env=env)
     timeout_seconds: int = env.stack.pop()
+    deadline = CLOCK.now() + timedelta(seconds=timeout_seconds)
+    token = env.states.context_object.context_object_data["Task"]["Token"]
+    env.callback_pool_manager.get(token).localcloud_deadline = deadline  # type: ignore[union-attr]
     frame: Environment = env.open_frame()
     frame.states.reset(input_value=env.states.get_input())
     frame.stack = copy.deepcopy(env.stack)
-    frame.localcloud_deadline = CLOCK.now() + timedelta(seconds=timeout_seconds)  # type: ignore[attr-defined]
+    frame.localcloud_deadline = deadline  # type: ignore[attr-defined]
     try:
         self._eval_execution(frame)
     finally:
@@ -383,12 +387,15 @@ def eval_wait_for_task_token(
     heartbeat_endpoint: HeartbeatEndpoint | None,
 ) -> CallbackOutcome:
     """The wait of a task run on its execution's thread (`_evaluate_on_this_thread`): until its outcome, a missed
-    heartbeat, its TimeoutSeconds, or its execution's end, whichever comes first (moto's waits end at a missed
-    heartbeat or the outcome only, and left TimeoutSeconds to the thread that waited on theirs)."""
+    heartbeat, its TimeoutSeconds, or its execution's stop, whichever comes first (moto's wait counted TimeoutSeconds
+    from the end of the task's call, and left the state's own TimeoutSeconds to the thread that waited on it). The
+    wait ends closed: whether an outcome came is decided under the lock every close takes (`_close`), so a callback
+    either made it or hears TaskTimedOut, never both (gap 30)."""
     deadline: datetime | None = getattr(env, "localcloud_deadline", None)
     if deadline is None:
         return _original_eval_wait_for_task_token(self, env, timeout_seconds, callback_endpoint, heartbeat_endpoint)
-    while env.is_running() and callback_endpoint.get_outcome() is None:
+    missed_heartbeat = False
+    while env.is_running() and callback_endpoint.get_outcome() is None and not missed_heartbeat:
         left = (deadline - CLOCK.now()).total_seconds()
         if left <= 0:
             break
@@ -396,9 +403,15 @@ def eval_wait_for_task_token(
             callback_endpoint.wait(timeout=left)
             break
         every = heartbeat_seconds(heartbeat_endpoint)
-        if not heartbeat_within(heartbeat_endpoint, min(every, left)) and every <= left and env.is_running():
-            return HeartbeatTimedOut()
-    return callback_endpoint.get_outcome() or CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
+        missed_heartbeat = not heartbeat_within(heartbeat_endpoint, min(every, left)) and every <= left
+    with _closing:
+        outcome = callback_endpoint.get_outcome()
+        callback_endpoint.localcloud_ended = True  # type: ignore[attr-defined]
+    if outcome is not None:
+        return outcome
+    if missed_heartbeat:
+        return HeartbeatTimedOut()
+    return CallbackOutcomeTimedOut(callback_id=callback_endpoint.callback_id)
 
 
 _RUNTIME_ERROR = StatesErrorName(typ=StatesErrorNameType.StatesRuntime)
@@ -628,9 +641,16 @@ def _close(pool: CallbackPoolManager, token: str, outcome: CallbackOutcomeSucces
     with _closing:
         endpoint = pool.get(token)
         closed = endpoint is not None and endpoint.get_outcome() is not None
-        if closed or getattr(endpoint, "localcloud_ended", False):
+        if closed or getattr(endpoint, "localcloud_ended", False) or _past_deadline(endpoint):
             raise TaskClosed()
         return pool.notify(token, outcome)
+
+
+def _past_deadline(endpoint: CallbackEndpoint | None) -> bool:
+    """Whether a task's TimeoutSeconds has passed (a task waiting on its execution's thread: gap 41), even while its
+    own call still runs: AWS has timed it out by then."""
+    deadline = getattr(endpoint, "localcloud_deadline", None)
+    return deadline is not None and CLOCK.now() >= deadline
 
 
 _original_interrupt_all = CallbackEndpoint.interrupt_all
@@ -667,7 +687,10 @@ def send_task_heartbeat_by_key(self: StepFunctionsParserBackend, task_token: str
     pool = _waiting_pool(task_token)
     endpoint = pool.get(task_token)
     open_task = (
-        endpoint is not None and endpoint.get_outcome() is None and not getattr(endpoint, "localcloud_ended", False)
+        endpoint is not None
+        and endpoint.get_outcome() is None
+        and not getattr(endpoint, "localcloud_ended", False)
+        and not _past_deadline(endpoint)
     )
     _send(pool, lambda: open_task and (pool.heartbeat(task_token) or True))
 

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 from moto.core.model import OperationModel, ServiceModel
 from moto.dynamodb.models import DynamoDBBackend, dynamodb_backends
+from moto.sqs.models import SQSBackend
 from moto.stepfunctions.exceptions import ExecutionAlreadyExists
 from moto.stepfunctions.parser.api import InvalidToken
 from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
@@ -32,6 +33,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 from moto.stepfunctions.parser.models import StepFunctionsParserBackend, stepfunctions_parser_backends
 
 from localcloud.account import ACCOUNT_ID
+from localcloud.clock import ManualClock
 from localcloud.fixes import events, patches, sfn
 from tests.localcloud.simulated import wait_for
 
@@ -403,6 +405,42 @@ def test_a_callback_for_a_task_that_timed_out_hears_task_timed_out(aws: None) ->
     # When a task has timed out and its execution went on through its Catch, a late SendTaskSuccess or
     # SendTaskFailure is answered TaskTimedOut, as Step Functions answers it
     assert (_late_callback(_succeed), _late_callback(_fail)) == ("TaskTimedOut", "TaskTimedOut")
+
+
+def test_a_callback_after_the_timeout_during_the_tasks_own_call_hears_task_timed_out(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a task (TimeoutSeconds 60, on a clock the test moves) whose own call, its SQS send, is still running when
+    # its token has been sent and its TimeoutSeconds passes
+    clock, released = ManualClock(), threading.Event()
+    monkeypatch.setattr(sfn, "CLOCK", clock)
+    send_message = SQSBackend.send_message
+
+    def held_send(backend: SQSBackend, *args: Any, **kwargs: Any) -> Any:
+        sent = send_message(backend, *args, **kwargs)
+        released.wait(30)  # the call goes on after its message is in the queue
+        return sent
+
+    monkeypatch.setattr(SQSBackend, "send_message", held_send)
+    client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
+    machine, queue = _callback_machine(timeout_seconds=60)
+    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
+    token = wait_for(
+        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
+        what="the task's token",
+    )
+    clock.advance(61)
+    # When a callback comes then, Then it hears TaskTimedOut, as on AWS, where the task timed out at 60 s
+    with pytest.raises(ClientError) as late:
+        _succeed(client, token, 0)
+    assert late.value.response["Error"]["Code"] == "TaskTimedOut"
+    # And once the call returns, the state times out (its Catch goes on) rather than taking an outcome
+    released.set()
+    history = wait_for(functools.partial(_history_with, client, execution, "TaskTimedOut"), what="the timeout")
+    timed_out = next(event for event in history if event["type"] == "TaskTimedOut")
+    assert timed_out["taskTimedOutEventDetails"]["error"] == "States.Timeout"
+    assert _history_with(client, execution, "TaskSucceeded") is None
+    client.stop_execution(executionArn=execution)
 
 
 # --- Step Functions: many definitions parsed at once ------------------------------------------------------------------

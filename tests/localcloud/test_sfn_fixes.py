@@ -30,7 +30,7 @@ import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from inspect import signature
+from inspect import getsource, signature
 from pathlib import Path
 from typing import IO, Any
 
@@ -518,6 +518,9 @@ def scenario_fix_targets() -> dict[str, Any]:
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
         StateTaskServiceAwsSdk,
     )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_callback import (
+        StateTaskServiceCallback,
+    )
     from moto.stepfunctions.parser.asl.eval.callback.callback import (
         CallbackEndpoint,
         CallbackPoolManager,
@@ -539,6 +542,7 @@ def scenario_fix_targets() -> dict[str, Any]:
         (HeartbeatEndpoint, "notify"),
         (ExecutionWorker, "stop"),
         (ExecutionState, "_evaluate_with_timeout"),
+        (StateTaskServiceCallback, "_eval_wait_for_task_token"),
         (StepFunctionsParserBackend, "start_execution"),
     ]
     found: dict[str, Any] = {}
@@ -553,6 +557,10 @@ def scenario_fix_targets() -> dict[str, Any]:
             }
         )
     found["CallbackPoolManager()._pool"] = type(getattr(CallbackPoolManager(activity_store={}), "_pool", None)).__name__
+    found["HeartbeatEndpoint(1) attributes"] = sorted(vars(HeartbeatEndpoint(1)))  # read by localcloud.moto_state
+    # localcloud.fixes.sfn._evaluate_on_this_thread is this method but for its thread: a change here is one there
+    source = getsource(ExecutionState._evaluate_with_timeout)
+    found["ExecutionState._evaluate_with_timeout source"] = hashlib.sha256(source.encode()).hexdigest()[:16]
     return found
 
 
@@ -1075,11 +1083,17 @@ def test_fix_targets_exist_in_moto_and_install_replaces_them(unpatched: Unpatche
             "defined_by": "ExecutionState._evaluate_with_timeout",
             "parameters": ["self", "env"],
         },
+        "StateTaskServiceCallback._eval_wait_for_task_token": {
+            "defined_by": "StateTaskServiceCallback._eval_wait_for_task_token",
+            "parameters": ["self", "env", "timeout_seconds", "callback_endpoint", "heartbeat_endpoint"],
+        },
         "StepFunctionsParserBackend.start_execution": {
             "defined_by": "StepFunctionsParserBackend.start_execution",
             "parameters": ["self", "state_machine_arn", "name", "execution_input", "trace_header"],
         },
         "CallbackPoolManager()._pool": "OrderedDict",
+        "HeartbeatEndpoint(1) attributes": ["_heartbeat_seconds", "_mutex", "_next_heartbeat_event"],
+        "ExecutionState._evaluate_with_timeout source": "c56deda08a42e98d",
     }
 
     # And the registry puts each fix in place, and takes it out again
