@@ -276,6 +276,16 @@ def _callback_machine(timeout_seconds: int | None = None) -> tuple[str, str]:
     return str(machine), str(queue)
 
 
+def _started(client: Any, sqs: Any, machine: str, queue: str) -> tuple[str, str]:
+    """A new execution of a `_callback_machine` whose task is waiting: its ARN and the task's token."""
+    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
+    token = wait_for(
+        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
+        what="the task's token",
+    )
+    return str(execution), str(token)
+
+
 def _racing_closes(closers: list[Close], rounds: int = 25, callers: int = 8) -> list[dict[str, Any]]:
     """For each round, a new execution's task waits for its callback and `callers` threads close it at the same
     instant (the closers taken in turn); per round, who was answered success, the error codes the others were
@@ -284,11 +294,7 @@ def _racing_closes(closers: list[Close], rounds: int = 25, callers: int = 8) -> 
     machine, queue = _callback_machine()
     results = []
     for _ in range(rounds):
-        execution = client.start_execution(stateMachineArn=machine)["executionArn"]
-        token = wait_for(
-            lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
-            what="the task's token",
-        )
+        execution, token = _started(client, sqs, machine, queue)
         start, won, refused = threading.Barrier(callers), list[int](), list[str]()
 
         def close(
@@ -363,11 +369,7 @@ def _late_callback(send: Close) -> str | None:
     code it was answered, None if it was answered success."""
     client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
     machine, queue = _callback_machine(timeout_seconds=1)
-    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
-    token = wait_for(
-        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
-        what="the task's token",
-    )
+    execution, token = _started(client, sqs, machine, queue)
     wait_for(functools.partial(_history_with, client, execution, "WaitStateEntered"), what="the task's timeout")
     try:
         send(client, token, 0)
@@ -388,11 +390,7 @@ def test_a_callback_for_a_task_of_an_ended_execution_hears_task_timed_out(aws: N
     # Given a task waiting for its callback, whose execution is then stopped
     client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
     machine, queue = _callback_machine()
-    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
-    token = wait_for(
-        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
-        what="the task's token",
-    )
+    execution, token = _started(client, sqs, machine, queue)
     client.stop_execution(executionArn=execution)
     wait_for(lambda: client.describe_execution(executionArn=execution)["status"] == "ABORTED", what="the stop")
     # When its callback arrives late, Then it is answered TaskTimedOut, as Step Functions answers it
@@ -424,11 +422,7 @@ def test_a_callback_after_the_timeout_during_the_tasks_own_call_hears_task_timed
     monkeypatch.setattr(SQSBackend, "send_message", held_send)
     client, sqs = boto3.client("stepfunctions", region_name=REGION), boto3.client("sqs", region_name=REGION)
     machine, queue = _callback_machine(timeout_seconds=60)
-    execution = client.start_execution(stateMachineArn=machine)["executionArn"]
-    token = wait_for(
-        lambda: next((m["Body"] for m in sqs.receive_message(QueueUrl=queue).get("Messages", [])), None),
-        what="the task's token",
-    )
+    execution, token = _started(client, sqs, machine, queue)
     clock.advance(61)
     # When a callback comes then, Then it hears TaskTimedOut, as on AWS, where the task timed out at 60 s
     with pytest.raises(ClientError) as late:
