@@ -182,9 +182,11 @@ STEP_FUNCTIONS = (
     Patch(StepFunctionsParserBackend, "send_task_failure", sfn.send_task_failure_by_key, "gaps 10, 30"),
     Patch(StepFunctionsParserBackend, "send_task_heartbeat", sfn.send_task_heartbeat_by_key, "gaps 10, 28"),
     Patch(BranchWorker, "_thread_routine", sfn.branch_routine, "gap 13"),
+    Patch(BranchWorker, "start", sfn.branch_start, "speed"),  # its thread not named after its program's text
     Patch(Preprocessor, "__init__", sfn.own_query_language_scopes, "gap 31"),  # one ASL parse's own scopes
     Patch(ExecutionWorker, "_get_evaluation_entrypoint", sfn.evaluation_entrypoint, "speed"),
     Patch(Program, "eval", sfn.program_eval, "speed"),
+    Patch(Program, "_get_state", sfn.get_state_after_requests, "speed"),  # the HTTP API's requests first
     Patch(StateMachine, "_handle_name_input_idempotency", sfn.name_idempotency, "speed"),
     Patch(StringJSONata, "_eval_body", jsonata.string_jsonata_eval, "gap 36"),  # every `{% %}` expression
     Patch(StringVariableSample, "_eval_body", jsonata.variable_sample_eval, "gap 36"),  # JSONPath's `$name`

@@ -50,6 +50,7 @@ from moto.stepfunctions.parser.asl.component.component import Component
 from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
 from moto.stepfunctions.parser.asl.component.program.program import Program
 from moto.stepfunctions.parser.asl.component.state.exec.execute_state import ExecutionState
+from moto.stepfunctions.parser.asl.component.state.exec.state_parallel import branch_worker
 from moto.stepfunctions.parser.asl.component.state.exec.state_parallel.branch_worker import BranchWorker
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.resource import ResourceCondition
 from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_aws_sdk import (
@@ -87,6 +88,7 @@ from moto.stepfunctions.responses import StepFunctionResponse
 from localcloud.clock import Clock
 from localcloud.fixes import atomic
 from localcloud.fixes.events import as_service
+from localcloud.httpapi import REQUESTS
 from localcloud.moto_state import callback_endpoints, heartbeat_seconds, heartbeat_within
 
 LOG = logging.getLogger("localcloud.fixes.sfn")
@@ -710,6 +712,20 @@ def branch_routine(self: BranchWorker) -> None:
         self._branch_worker_comm.on_terminated(env=self.env)
 
 
+def branch_start(self: BranchWorker) -> None:
+    """moto names each branch's thread after its program, `f"BranchWorker_${self._program}"`: the text of the
+    branch's whole parsed definition, every component's `vars()` within it, rebuilt for every branch of every Parallel
+    state that runs. Under 200 documents tasks over HTTP (two branches each) it was 43 % of the samples in which the
+    cloud's process held the GIL (py-spy). The thread is named after the program's id; the rest is moto's."""
+    if self._worker_thread is not None:
+        raise RuntimeError("Attempted to rerun BranchWorker.")
+    self._worker_thread = threading.Thread(
+        target=self._thread_routine, name=f"BranchWorker_{id(self._program):x}", daemon=True
+    )
+    branch_worker.TMP_THREADS.append(self._worker_thread)
+    self._worker_thread.start()
+
+
 # --- a program without TimeoutSeconds on its caller's thread (scale) ---------------------------------------------
 _original_program_eval = Program.eval
 
@@ -731,6 +747,17 @@ def program_eval(self: Program, env: Environment) -> None:
             "a program of execution %s ended with an exception",
             env.states.context_object.context_object_data["Execution"]["Id"],
         )
+
+
+# --- the HTTP API's requests first (speed) -------------------------------------------------------------------------
+_original_get_state = Program._get_state
+
+
+def get_state_after_requests(self: Program, state_name: str) -> Any:
+    """Every state an execution enters (also a Map iteration's or a Parallel branch's) starts once the HTTP API's
+    requests being served are answered, or after a second (`localcloud.httpapi.REQUESTS`)."""
+    REQUESTS.wait_until_answered()
+    return _original_get_state(self, state_name)
 
 
 # --- each parse its own query-language scopes (gap 31) ------------------------------------------------------------
@@ -771,8 +798,17 @@ def _parsed(definition: str) -> EvalComponent:
     return program
 
 
+# A definition's first executions, started together, parse it once: the others wait for that parse. lru_cache alone
+# let each of them parse it (20 documents tasks posted at once parsed documents.asl.json 20 times, 40 % of the cloud's
+# process in the HTTP load's first seconds). Definitions are spread over a few locks: another definition's parse
+# delays one at most by its own time.
+_PARSING = [threading.Lock() for _ in range(16)]
+
+
 def evaluation_entrypoint(self: ExecutionWorker) -> EvalComponent:
-    return _parsed(self._evaluation_details.state_machine_details.definition)
+    definition = self._evaluation_details.state_machine_details.definition
+    with _PARSING[hash(definition) % len(_PARSING)]:
+        return _parsed(definition)
 
 
 # --- StartExecution's name check by key (scale) ------------------------------------------------------------------

@@ -19,6 +19,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from localcloud.account import Credential
-from localcloud.httpapi import HttpApiServer, Route
+from localcloud.httpapi import REQUESTS, HttpApiServer, Requests, Route
 
 FIXTURE = Path(__file__).parent / "fixtures" / "http-api-proxy.json"
 REGION = "us-east-1"
@@ -455,6 +456,53 @@ def test_a_throttled_function_is_500_and_one_log_line(start_api: StartApi, caplo
     assert [(r.levelname, r.getMessage(), r.exc_info) for r in logged] == [
         ("WARNING", "Fn throttled handling GET /task/{id}: Rate Exceeded.", None)
     ]
+
+
+class HeldLambda(FakeLambda):
+    """A function whose invocation lasts until the test lets it answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.invoked, self.answer = threading.Event(), threading.Event()
+
+    def __call__(self, function_name: str, event: dict[str, Any]) -> Any:
+        self.invoked.set()
+        assert self.answer.wait(timeout=30), "the test never let the function answer"
+        return super().__call__(function_name, event)
+
+
+def test_the_clouds_own_work_waits_while_a_request_is_served(
+    start_api: StartApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a request being served (its function invoked, not yet answered)
+    monkeypatch.setattr(REQUESTS, "patience", 60.0)  # longer than this test: the wait ends with the request
+    fake = HeldLambda()
+    api = start_api([Route("GET", "/task/{id}", "Fn", iam_auth=False)], fake)
+    with ThreadPoolExecutor(2) as pool:
+        response = pool.submit(requests.get, f"{api.url}/task/7", timeout=30)
+        assert fake.invoked.wait(timeout=10)
+        # When the cloud's own work (a state of an execution) asks to go on
+        work = pool.submit(REQUESTS.wait_until_answered)
+        # Then it waits for the request
+        deadline = time.monotonic() + 10
+        while not REQUESTS.waiting:
+            assert time.monotonic() < deadline, "the work never waited"
+            time.sleep(0.01)
+        assert not work.done()
+        # And goes on once the request is answered
+        fake.answer.set()
+        assert response.result().status_code == 200
+        work.result(timeout=10)
+    assert REQUESTS.waiting == 0
+
+
+def test_a_stream_of_requests_delays_the_clouds_work_by_its_patience_at_most() -> None:
+    # Given requests that are always being served, and a patience of 50 ms
+    requests_served = Requests(patience=0.05)
+    with requests_served.serving(), ThreadPoolExecutor(1) as pool:
+        # When the cloud's own work asks to go on, it goes on while they are
+        pool.submit(requests_served.wait_until_answered).result(timeout=10)
+        assert requests_served.waiting == 0
 
 
 def test_malformed_function_response_is_500(start_api: StartApi) -> None:

@@ -29,6 +29,7 @@ import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from inspect import getsource, signature
 from pathlib import Path
@@ -884,6 +885,72 @@ def test_gap41_patched_an_execution_waiting_for_its_callback_holds_one_thread(pa
     result = scenario_waiting_threads()
     # Then each holds its own thread only: neither a thread for its program nor one for its waiting task
     assert result == {"waiting": 10, "threads": 10}
+
+
+def test_a_state_starts_once_the_http_apis_requests_are_answered(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from localcloud.httpapi import REQUESTS
+
+    # Given moto with the Step Functions patches installed, and a request of the HTTP API being served
+    monkeypatch.setattr(REQUESTS, "patience", 60.0)  # longer than this test: the wait ends with the request
+    (sfn,) = _clients("stepfunctions")
+    machine = _state_machine(sfn, "AfterRequests", {"Only": {"Type": "Pass", "End": True}}, "Only")
+    with REQUESTS.serving():
+        # When an execution starts
+        arn = sfn.start_execution(stateMachineArn=machine)["executionArn"]
+        # Then its first state waits for the request to be answered
+        deadline = time.monotonic() + 10
+        while not REQUESTS.waiting:
+            assert time.monotonic() < deadline, "the execution's state never waited"
+            time.sleep(0.01)
+        assert [event["type"] for event in _history(sfn, arn)] == ["ExecutionStarted"]
+    # And once it is answered, the execution runs to its end
+    assert _wait_until_done(sfn, arn, within_s=10)["status"] == "SUCCEEDED"
+
+
+def test_a_parallel_state_runs_without_writing_its_definition_out_as_text(
+    patched: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.stepfunctions.parser.asl.component.component import Component
+
+    # Given moto with the patches installed, and a state machine with a Parallel state of two branches
+    (sfn,) = _clients("stepfunctions")
+    branch = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
+    states = {"Both": {"Type": "Parallel", "Branches": [branch, branch], "End": True}}
+    machine = _state_machine(sfn, f"Text-{uuid.uuid4().hex[:8]}", states, "Both")
+    rendered: list[str] = []
+    text = Component.__str__
+    monkeypatch.setattr(Component, "__str__", lambda self: rendered.append(type(self).__name__) or text(self))
+    # When it runs
+    arns = [sfn.start_execution(stateMachineArn=machine)["executionArn"] for _ in range(3)]
+    # Then it succeeds, and no part of its parsed definition was made into text (moto named each branch's thread
+    # after its whole program's text: 43 % of the cloud's busy time under the HTTP load)
+    assert [_wait_until_done(sfn, arn, within_s=10)["status"] for arn in arns] == ["SUCCEEDED"] * 3
+    assert rendered == []
+
+
+def test_a_definitions_first_executions_started_together_parse_it_once(patched: None) -> None:
+    from localcloud.fixes import sfn as fixes
+
+    # Given moto with the patches installed, and a state machine of 40 states nothing has run yet
+    (sfn,) = _clients("stepfunctions")
+    states: dict[str, Any] = {f"Step{n}": {"Type": "Pass", "Next": f"Step{n + 1}"} for n in range(39)}
+    states["Step39"] = {"Type": "Pass", "Result": {"machine": uuid.uuid4().hex}, "End": True}
+    machine = _state_machine(sfn, f"Parse-{uuid.uuid4().hex[:8]}", states, "Step0")
+    parses = fixes._parsed.cache_info().misses
+    # When 8 executions start at once
+    release = threading.Barrier(8)
+
+    def start(_: int) -> str:
+        release.wait()
+        return str(sfn.start_execution(stateMachineArn=machine)["executionArn"])
+
+    with ThreadPoolExecutor(8) as pool:
+        arns = list(pool.map(start, range(8)))
+    # Then all of them run, on one parse of the definition
+    assert [_wait_until_done(sfn, arn, within_s=20)["status"] for arn in arns] == ["SUCCEEDED"] * 8
+    assert fixes._parsed.cache_info().misses - parses == 1
 
 
 # ----------------------------------------------------------------------------------------------------------------
