@@ -128,10 +128,11 @@ class RunningCloud:
     functions: dict[str, str]  # logical ID -> function name
 
 
-def template_functions(template: Path) -> list[str]:
-    """The logical IDs of the template's functions (what `invoke` takes), sorted."""
+def template_functions(template: Path, command: str = PROG) -> list[str]:
+    """The logical IDs of the template's functions (what `invoke` takes), sorted; no template is `command`'s
+    UsageError."""
     if not template.is_file():
-        raise UsageError(f"{PROG}: no template {template} (-t or LOCALCLOUD_TEMPLATE names another)")
+        raise UsageError(f"{command}: no template {template} (-t or LOCALCLOUD_TEMPLATE names another)")
     resources = yaml_parse(template.read_text()).get("Resources", {})
     return sorted(name for name, resource in resources.items() if resource.get("Type") in FUNCTION_TYPES)
 
@@ -329,7 +330,7 @@ def _parameter_overrides(text: str) -> dict[str, str]:
     return overrides
 
 
-def _ports_free(config: CloudConfig) -> None:
+def _ports_free(config: CloudConfig, command: str) -> None:
     """A port the cloud would serve on that another process holds (a `make local` already running) is bad input."""
     for port, variable in ((config.aws_port, "LOCALCLOUD_AWS_PORT"), (config.http_port, "LOCALCLOUD_HTTP_PORT")):
         if not port:
@@ -340,7 +341,7 @@ def _ports_free(config: CloudConfig) -> None:
                 probe.bind((config.host, port))
             except OSError as exc:
                 why = "is in use (is a `make local` running?)" if exc.errno == errno.EADDRINUSE else exc.strerror
-                raise UsageError(f"{PROG}: port {port} on {config.host} {why}; {variable} picks another") from exc
+                raise UsageError(f"{command}: port {port} on {config.host} {why}; {variable} picks another") from exc
 
 
 def _say(line: str) -> None:
@@ -390,8 +391,8 @@ def serving_config(command: str, args: argparse.Namespace, **overrides: Any) -> 
     """cloud_config, for a cloud that serves on its ports (`serve`, the app's demo): a missing template, or a port
     another process holds, is a UsageError too."""
     config, clock = cloud_config(command, args, **overrides)
-    template_functions(config.template)
-    _ports_free(config)
+    template_functions(config.template, command)
+    _ports_free(config, command)
     return config, clock
 
 

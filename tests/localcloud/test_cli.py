@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from samtranslator.yaml_helper import yaml_parse
 
-from localcloud.__main__ import main
+from localcloud.__main__ import PROG, main
 from localcloud.cloud import LocalCloud
 from tests.localcloud.conftest import FIXTURE_APP
 from tools import demo
@@ -183,7 +183,10 @@ def test_a_missing_template_is_one_line(
     missing = tmp_path / "template.yaml"
     code = command([*argv, "-t", str(missing)])
     assert code != 0
-    assert str(missing) in assert_one_line(capsys.readouterr().err)
+    line = assert_one_line(capsys.readouterr().err)
+    assert str(missing) in line
+    # and it names the command that was run, to run it again with another template
+    assert line.startswith(f"{demo.PROG}: " if command is demo.main else f"{PROG}")
 
 
 def test_serve_on_a_port_in_use_is_one_line(
