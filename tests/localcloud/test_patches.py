@@ -28,6 +28,7 @@ from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import Item
 from moto.dynamodb.models.table import Table
 from moto.events.models import EventsBackend, Rule
+from moto.sqs.models import Message
 
 from localcloud.account import Account
 from localcloud.clock import Clock
@@ -227,6 +228,52 @@ def test_a_query_of_a_table_lists_only_its_partition_and_answers_as_moto_does() 
     # query is still moto's own
     assert set(moto_listed) == {200}
     assert max(listed[:-20]) <= 5 and set(listed[-20:]) == {200}
+
+
+def _queue_everything(asked: Counter[str]) -> list[Any]:
+    """40 messages sent (every fourth delayed), 10 received and held, the queue's counts read, the rest drained; how
+    often a message was asked whether it is visible or delayed goes to `asked`."""
+    with mock_aws(), pytest.MonkeyPatch.context() as mp:
+        for name in ("visible", "delayed"):
+            ask = getattr(Message, name).fget
+            counted = property(lambda message, ask=ask, name=name: asked.update([name]) or ask(message))
+            mp.setattr(Message, name, counted)
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        url = sqs.create_queue(QueueName="ends")["QueueUrl"]
+        for n in range(40):
+            sqs.send_message(QueueUrl=url, MessageBody=f"m{n}", DelaySeconds=900 if n % 4 == 0 else 0)
+        held = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600)["Messages"]
+        counts = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        drained: list[str] = []
+        while batch := sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+            drained += [message["Body"] for message in batch]
+        return [
+            sorted(message["Body"] for message in held),
+            {name: value for name, value in counts.items() if name.startswith("ApproximateNumber")},
+            sorted(drained),
+        ]
+
+
+def test_a_queue_answers_as_moto_does_without_asking_every_message_at_every_call() -> None:
+    # Given the answers of moto as it is, and how often it asked a message whether it is visible or delayed
+    moto_asked: Counter[str] = Counter()
+    moto_answers = _queue_everything(moto_asked)
+    # When the same calls run with the offline cloud's speed patches
+    asked: Counter[str] = Counter()
+    with patches.Patches(patches.SPEED):
+        answers = _queue_everything(asked)
+    # Then every answer is moto's
+    assert answers == moto_answers
+    assert answers[1] == {
+        "ApproximateNumberOfMessages": "20",
+        "ApproximateNumberOfMessagesDelayed": "10",
+        "ApproximateNumberOfMessagesNotVisible": "10",
+    }
+    assert len(answers[0]) == 10 and len(answers[2]) == 20
+    # And moto asked every message at every send and for every message received (thousands of times for 40
+    # messages), where the patched queue asks each message it hands out once
+    assert sum(moto_asked.values()) > 2_000
+    assert sum(asked.values()) <= 30
 
 
 # --- gap 25: DynamoDB keeps no copy of what it wrote or answered -----------------------------------------------------
