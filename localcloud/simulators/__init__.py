@@ -313,12 +313,15 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
     ConnectionClosedError, and retries it as it retries EndpointConnectionError)."""
 
     def serve(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        if _without_endpoint(environ):
+        scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+        if scope is None:  # unsigned: not a call of a simulated service
+            return app(environ, start_response)
+        if _without_endpoint(scope, environ):
             connection = environ.get("werkzeug.socket")
             if connection is not None:
                 connection.shutdown(socket.SHUT_RDWR)
             raise ConnectionAbortedError("no endpoint of this service in the Region the request is signed for")
-        found = _operation_of(environ)
+        found = _operation_of(scope, environ)
         if found is None:
             return app(environ, start_response)
         simulator, operation = found
@@ -332,21 +335,18 @@ def wsgi(app: Callable[..., Any]) -> Callable[..., Any]:
     return serve
 
 
-def _operation_of(environ: dict[str, Any]) -> tuple[Answerer, OperationModel] | None:
+def _operation_of(scope: re.Match[str], environ: dict[str, Any]) -> tuple[Answerer, OperationModel] | None:
     for simulator, model in list(_active.values()):
-        operation = _operation_in(model, environ)
+        operation = _operation_in(model, scope, environ)
         if operation is not None:
             return (simulator, operation) if _answers(simulator, operation) else None
     return None
 
 
-def _without_endpoint(environ: dict[str, Any]) -> bool:
+def _without_endpoint(scope: re.Match[str], environ: dict[str, Any]) -> bool:
     """Whether a request calls a service of ENDPOINT_SERVICES in a Region that has no endpoint of it."""
-    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
-    return scope is not None and any(
-        _model(service).signing_name == scope[2]
-        and not has_service(service, scope[1])
-        and _operation_in(_model(service), environ) is not None
+    return any(
+        not has_service(service, scope[1]) and _operation_in(_model(service), scope, environ) is not None
         for service in ENDPOINT_SERVICES
     )
 
@@ -356,11 +356,10 @@ def _model(service: str) -> ServiceModel:
     return botocore.session.get_session().get_service_model(service)
 
 
-def _operation_in(model: ServiceModel, environ: dict[str, Any]) -> OperationModel | None:
-    """The operation of `model` a request calls: its SigV4 signing name is the model's, and its X-Amz-Target, or its
-    method and path, name the operation; None for a request of another service."""
-    scope = _CREDENTIAL_SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
-    if scope is None or model.signing_name != scope[2]:
+def _operation_in(model: ServiceModel, scope: re.Match[str], environ: dict[str, Any]) -> OperationModel | None:
+    """The operation of `model` a request calls: its SigV4 credential `scope` names the model's signing name, and its
+    X-Amz-Target, or its method and path, name the operation; None for a request of another service."""
+    if model.signing_name != scope[2]:
         return None
     target = environ.get("HTTP_X_AMZ_TARGET")
     if target:
