@@ -32,6 +32,7 @@ from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 from localcloud.account import ACCOUNT_ID
 from localcloud.cloud import LocalCloud
 from localcloud.fixes.events import as_service
+from localcloud.regions import bucket_location
 from localcloud.runtime.lambdas import Worker
 from localcloud.simulators.translate import TranslateSimulator
 
@@ -159,10 +160,9 @@ class TranslateJobs:
     def __init__(self, cloud: LocalCloud, **knobs: Any) -> None:
         self.simulator = TranslateSimulator(cloud.config.region, clock=cloud.clock, **knobs)
         cloud.add_simulator(self.simulator)
-        s3, region = cloud.client("s3"), cloud.config.region
-        elsewhere = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+        s3 = cloud.client("s3")
         for uri in (INPUT, OUTPUT):
-            s3.create_bucket(Bucket=uri.split("/")[2], **elsewhere)  # S3 wants a location constraint but in us-east-1
+            s3.create_bucket(Bucket=uri.split("/")[2], **bucket_location(cloud.config.region))
         s3.put_object(Bucket=INPUT.split("/")[2], Key="documents/note.txt", Body=b"a short note to translate")
         self.stack, self.translate = cloud.stack.name, cloud.client("translate")
 

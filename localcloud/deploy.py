@@ -31,7 +31,7 @@ from samtranslator.yaml_helper import yaml_parse
 
 from localcloud.account import ACCOUNT_ID, Account, MacieAlreadyEnabledError
 from localcloud.moto_state import parsed_resource
-from localcloud.regions import has_durable_functions, missing_integrations, not_recognized
+from localcloud.regions import bucket_location, has_durable_functions, missing_integrations, not_recognized
 
 # Built by the offline cloud itself rather than moto's CloudFormation (see the module that consumes each).
 EMULATED = {
@@ -126,8 +126,7 @@ def package(template: dict[str, Any], root: Path, bucket: str, region: str) -> d
     pointer, since the artifact never leaves this machine.
     """
     s3 = boto3.client("s3", region_name=region)
-    elsewhere = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-    s3.create_bucket(Bucket=bucket, **elsewhere)  # S3 refuses a location constraint in us-east-1, needs one elsewhere
+    s3.create_bucket(Bucket=bucket, **bucket_location(region))
     global_code_uri = template.get("Globals", {}).get("Function", {}).get("CodeUri")
     for resource in template.get("Resources", {}).values():
         props = resource.setdefault("Properties", {})

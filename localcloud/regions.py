@@ -80,6 +80,12 @@ def has_service(service: str, region: str) -> bool:
     return not regions or region in regions
 
 
+def bucket_location(region: str) -> dict[str, Any]:
+    """CreateBucket's arguments for a bucket in `region`: S3 refuses a LocationConstraint in us-east-1, needs one
+    elsewhere."""
+    return {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+
+
 def has_durable_functions(region: str) -> bool:
     return region in DURABLE_FUNCTIONS_REGIONS
 
